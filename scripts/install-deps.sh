@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing tumbler needs, from Debian 12 packages.
+# Does nothing for packages already installed; needs root (or sudo) otherwise.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config      # toolchain
+  libraft-dev libuv1-dev                # consensus engine and event loop
+  libgtest-dev libgmock-dev             # unit tests
+  libbenchmark-dev                      # micro-benchmarks
+  clang                                 # libFuzzer target
+  python3                               # integration test harness
+  redis-server redis-tools              # the peer in benchmarks, redis-cli interop tests
+)
+if [ "${1:-}" = "--print" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

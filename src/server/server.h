@@ -1,0 +1,237 @@
+// tumblerd's engine: one libuv loop owns the listener, every connection, the
+// replicated log and the state machine (DESIGN.md "Threads").
+//
+// Request flow:
+//   read -> ParseRequest -> command table (commands.cc) -> either
+//     * an immediate reply (PING, reads, errors), or
+//     * a command appended to the current batch (writes). Every batch built
+//       during one loop iteration is proposed as ONE log entry from a uv_check
+//       handle (group commit), never from inside a raft callback.
+//   ApplyEntry (committed, in log order) -> core::StateMachine::Apply for each
+//   command -> the reply goes to the connection that sent it (matched by the
+//   batch header's origin + seq), and the effects (grants to waiters, waits
+//   ended by session expiry) go to the connections that wait.
+//
+// Replies on one connection keep request order: a connection processes its
+// requests in order; writes may pipeline (their results come back in log
+// order, which is request order); any other request behind a pending write,
+// and everything behind a blocking LOCK ... WAIT, waits until those replies are
+// out. See docs/architecture.md.
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/batch_codec.h"
+#include "core/state_machine.h"
+#include "replication/replicated_log.h"
+#include "server/config.h"
+
+namespace tumbler::server {
+
+class Connection;
+
+// How the result of a logged command is turned into a reply.
+enum class ReplyKind : uint8_t {
+  kNone,          // internal command (expiry, tick, cancel): no client waits for it
+  kSessionOpen,   // integer id
+  kSessionClose,  // integer holds released
+  kLock,          // [token, count] | null
+  kLockWait,      // as kLock, but a queued result blocks the connection
+  kUnlock,        // integer count left
+  kCancelWait,    // a WAIT ran out: null if the wait was still queued
+};
+
+class Server final : public replication::StateMachineHooks {
+ public:
+  Server(uv_loop_t* loop, Config config);
+  ~Server() override;
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Opens the log (replaying it), starts listening. Errors name what failed.
+  Status Start();
+
+  // --- replication::StateMachineHooks ----------------------------------------
+  void ApplyEntry(std::string_view entry) override;
+  void EncodeSnapshot(std::string* out) override;
+  Status RestoreSnapshot(std::string_view snapshot) override;
+
+  // --- Used by connections and command handlers (loop thread only). ---------
+  const Config& config() const { return config_; }
+  const core::StateMachine& state() const { return state_; }
+  uv_loop_t* loop() const { return loop_; }
+  // Leader, and the barrier of this term is applied: writes and reads may run.
+  bool serving() const { return serving_; }
+  // The error to answer while not serving (TRYAGAIN now; NOTLEADER in a cluster).
+  Status NotServingStatus() const;
+  replication::LogStatus log_status() const;
+  uint64_t uptime_s() const;
+  size_t connections_count() const { return connections_.size(); }
+
+  // Appends a command to the batch being built on behalf of `conn` (nullptr for
+  // internal commands). Returns false when the batch is full; the caller stops
+  // processing and is resumed by ResumeStalled().
+  bool Enqueue(const core::CommandView& cmd, Connection* conn, ReplyKind kind);
+  bool BatchFull() const;
+  void AddStalled(Connection* conn);
+  // A connection's LOCK ... WAIT ran out: cancel the wait through the log; the
+  // null reply is sent when the cancel applies (unless a grant came first).
+  void WaitTimedOut(Connection* conn);
+
+  // Renews `session`'s lease on the leader (KEEPALIVE, or any command naming it).
+  // Returns false if the session is being expired (it must be treated as gone).
+  bool TouchSession(uint64_t session);
+  // Milliseconds until `session` expires on this leader, or -1 if unknown.
+  int64_t SessionExpiresInMs(uint64_t session) const;
+  // True if an expiry of `session` has been proposed and not applied yet.
+  bool SessionExpiring(uint64_t session) const;
+
+  // Connection lifecycle.
+  void OnConnectionClosed(Connection* conn);
+  void MarkDirty(Connection* conn);
+  // Stops the server: no new connections, drain in-flight entries, _exit(0).
+  void BeginShutdown(const char* why);
+
+  // Monotonic milliseconds of this process.
+  static uint64_t NowMs();
+  // The leader's log clock: never below the state machine's log time.
+  uint64_t LogClockMs() const;
+
+ private:
+  struct PendingCommand {
+    uint64_t conn_id;
+    ReplyKind kind;
+  };
+  struct PendingBatch {
+    uint64_t seq = 0;
+    std::vector<PendingCommand> commands;
+  };
+  // A LOCK ... WAIT that is queued in the state machine and belongs to a
+  // connection of this node. conn_id 0: the connection closed; a grant must be
+  // released again.
+  struct WaitRecord {
+    uint64_t conn_id;
+    uint64_t session;
+    std::string name;
+    std::string owner;
+  };
+  // An internal command that owns its strings (built outside a request).
+  struct InternalCommand {
+    core::CommandType type;
+    uint64_t session = 0;
+    uint64_t wait_id = 0;
+    uint32_t lock_delay_ms = 0;
+    std::string name;
+    std::string owner;
+  };
+
+  static void OnNewConnection(uv_stream_t* listener, int status);
+  static void OnCheck(uv_check_t* handle);
+  static void OnIdle(uv_idle_t* handle);
+  static void OnPrepare(uv_prepare_t* handle);
+  static void OnLeaseTimer(uv_timer_t* handle);
+  static void OnDelayTimer(uv_timer_t* handle);
+  static void OnRoleTimer(uv_timer_t* handle);
+  static void OnSignal(uv_signal_t* handle, int signum);
+  static void OnShutdownTimer(uv_timer_t* handle);
+
+  Status Listen();
+  void ProposeBatch();
+  void FlushInternal();
+  void BatchBegin();
+  void RouteResult(const PendingCommand& pending, const core::CommandView& cmd,
+                   const core::CommandResult& result);
+  void RouteLockResult(Connection* conn, const PendingCommand& pending,
+                       const core::CommandView& cmd, const core::CommandResult& result);
+  void HandleEffects();
+  void OnBatchDone(uint64_t seq, const Status& status);
+  void FailBatch(PendingBatch& batch, const Status& status);
+  void ResumeStalled();
+  void CheckRole();
+  void BecomeServing();
+  void StopServing(const Status& why);
+  void ArmLeaseTimer();
+  void ExpireDueSessions();
+  void ArmDelayTimer();
+  void EnqueueInternal(InternalCommand cmd);
+  // Keeps the loop from blocking in poll while queued work can progress (work
+  // queued from a timer callback runs in this iteration's check phase).
+  void Wake();
+  Connection* FindConnection(uint64_t conn_id) const;
+
+  uv_loop_t* loop_;
+  Config config_;
+  core::StateMachine state_;
+  std::unique_ptr<replication::ReplicatedLog> log_;
+  uint64_t incarnation_ = 0;
+  uint64_t start_ms_ = 0;
+
+  // Listener and loop hooks.
+  uv_tcp_t listener_;
+  uv_check_t check_;
+  uv_prepare_t prepare_;
+  uv_idle_t idle_;
+  bool idle_active_ = false;
+  uv_timer_t lease_timer_;
+  uv_timer_t delay_timer_;
+  uv_timer_t role_timer_;
+  uv_timer_t shutdown_timer_;
+  uv_signal_t sigterm_;
+  uv_signal_t sigint_;
+  bool listening_ = false;
+  bool shutting_down_ = false;
+
+  // Leadership.
+  bool serving_ = false;
+  bool barrier_in_flight_ = false;
+  uint64_t serving_term_ = 0;
+  uint64_t clock_base_log_ms_ = 0;  // log time when this term began serving
+  uint64_t clock_base_mono_ms_ = 0; // NowMs() at that moment
+
+  // Batch being built, and batches proposed but not yet applied, oldest first.
+  core::BatchBuilder builder_;
+  bool batch_open_ = false;  // builder_ holds a batch that Enqueue appends to
+  PendingBatch building_;
+  uint64_t next_seq_ = 1;
+  std::deque<PendingBatch> in_flight_;
+  std::vector<PendingBatch> spare_batches_;  // reused vectors
+  std::deque<InternalCommand> internal_;
+  std::vector<uint64_t> stalled_;  // connection ids waiting for batch space
+
+  // Apply scratch (reused, no allocation in steady state).
+  std::vector<core::CommandView> decoded_;
+  core::Effects effects_;
+
+  // Connections.
+  std::unordered_map<uint64_t, Connection*> connections_;
+  uint64_t next_conn_id_ = 1;
+  std::vector<uint64_t> dirty_;  // connections with replies to flush
+
+  // Waits of this node's connections.
+  std::unordered_map<uint64_t, WaitRecord> waits_;
+
+  // Session leases (leader only): deadline per session, and a min-heap holding
+  // at most one entry per session (a renewal updates the map only; a stale heap
+  // entry is pushed again with the real deadline when it comes up).
+  struct Lease {
+    uint64_t deadline_ms;
+    uint32_t ttl_ms;
+    bool expiring;
+  };
+  std::unordered_map<uint64_t, Lease> leases_;
+  using HeapEntry = std::pair<uint64_t, uint64_t>;  // deadline, session
+  std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> lease_heap_;
+  uint64_t lease_timer_due_ms_ = 0;  // 0: not armed
+  uint64_t delay_timer_due_log_ms_ = 0;
+};
+
+}  // namespace tumbler::server
