@@ -72,9 +72,8 @@ class ReplicatedLog {
   virtual Status Propose(std::string_view entry, DoneFn done) = 0;
 
   // Commits a barrier: `done(OK)` once every entry before it is applied. A new
-  // leader calls this before it serves (LIBRAFT.md pitfall 8); a restarted
-  // single voter applies the entries of its earlier run only then. A barrier
-  // counts towards in_flight(); errors as for Propose.
+  // leader calls this before it serves (LIBRAFT.md pitfall 8), a restarted
+  // node included. A barrier counts towards in_flight(); errors as for Propose.
   virtual Status Barrier(DoneFn done) = 0;
 
   virtual LogStatus GetStatus() const = 0;
@@ -96,10 +95,12 @@ struct RaftOptions {
 };
 
 // Opens (bootstrapping on first use) a single-voter raft log in
-// options.data_dir and starts it: the newest snapshot is restored (through
-// hooks->RestoreSnapshot, before this returns) and the log is loaded. The node
-// is leader when this returns; entries after the snapshot are applied once the
-// caller's first Barrier() (or Propose) commits. Also sets SIGPIPE to SIG_IGN
+// options.data_dir and starts it: the newest snapshot is restored through
+// hooks->RestoreSnapshot and the log is loaded, both before this returns, so
+// `hooks` must be ready for calls during OpenRaftLog. The node is leader when
+// this returns. libraft 0.15 also commits and applies a lone voter's loaded
+// log inside this call; do not rely on it: call Barrier() and serve after its
+// done(OK), which holds in a cluster too. Also sets SIGPIPE to SIG_IGN
 // (LIBRAFT.md pitfall 6) and locks the data dir against a second process.
 // Errors: kInvalidArgument (options), kErr (data dir, raft_address in use,
 // libraft start-up, a snapshot that RestoreSnapshot refused).

@@ -54,6 +54,8 @@ std::string UsageText() {
   s += "  --max-holds-per-session N    holds plus waits of one session (default 1000000)\n";
   s += "  --requirepass PASSWORD       require AUTH before any other command\n";
   s += "  --snapshot-threshold N       log entries between snapshots (default 65536)\n";
+  s += "  --raft-port N                raft transport port on 127.0.0.1 (default: --port + 100;\n";
+  s += "                               0 = any free port; a single node never dials it)\n";
   s += "  --log-level LEVEL            error|warn|info|debug (default info)\n";
   s += "  --help                       this text\n";
   s += "  --version                    print the version\n";
@@ -119,6 +121,9 @@ Status ParseFlags(int argc, char** argv, Config* c, bool* exit_now) {
       c->requirepass = std::string(value);
     } else if (flag == "--snapshot-threshold") {
       st = ParseBounded(flag, value, 64, 1u << 30, &c->snapshot_threshold);
+    } else if (flag == "--raft-port") {
+      st = ParseBounded(flag, value, 0, 65535, &c->raft_port);
+      c->raft_port_set = true;
     } else if (flag == "--log-level") {
       if (!ParseLogLevel(value, &c->log_level)) {
         return FlagError(flag, "expects error|warn|info|debug");

@@ -27,7 +27,8 @@ struct Config {
   std::string requirepass;        // empty: no AUTH needed
   uint32_t snapshot_threshold = 65536;
   uint64_t node_id = 1;
-  uint16_t raft_port = 0;         // 0: port + 100
+  uint16_t raft_port = 0;         // with raft_port_set; otherwise port + 100
+  bool raft_port_set = false;     // --raft-port given (0 = any free port)
 };
 
 // Parses argv. On --help / --version, prints and sets *exit_now. Errors name

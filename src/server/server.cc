@@ -93,7 +93,7 @@ Status Server::Start() {
     replication::RaftOptions opts;
     opts.data_dir = config_.data_dir;
     opts.node_id = config_.node_id;
-    uint32_t raft_port = config_.raft_port != 0 ? config_.raft_port : config_.port + 100u;
+    uint32_t raft_port = config_.raft_port_set ? config_.raft_port : (config_.port + 100u) % 65536u;
     opts.raft_address = "127.0.0.1:" + std::to_string(raft_port);
     opts.snapshot_threshold = config_.snapshot_threshold;
     uint64_t t0 = NowMs();

@@ -1,0 +1,483 @@
+// The replicated log over libraft 0.15 (canonical's C raft, Debian
+// libraft-dev). Today a cluster of one voter; the cluster work adds peers
+// (raft_add + raft_assign) without changing this shape: the transport is
+// already TCP and the node already has an id and an address.
+//
+// docs/replication.md describes the data dir, the snapshot frame, crash-only
+// shutdown and which LIBRAFT.md pitfall is handled where. In short:
+//   1 (raft_close unsafe)  -> there is no close: the destructor aborts, the
+//                             server ends by _exit.
+//   2 (re-entry crashes)   -> CallbackScope + assert in Propose/Barrier.
+//   3 (snapshot stalls)    -> threshold from RaftOptions, >= 65536 in servers.
+//   4 (FSM v3 broken)      -> FSM version 1 (synchronous snapshots).
+//   6 (SIGPIPE)            -> SIG_IGN in OpenRaftLog.
+//   8 (barrier first)      -> Barrier(), which the server calls as a new
+//                             leader (0.15 already applies a lone voter's log
+//                             inside raft_start; the barrier covers clusters).
+// And one LIBRAFT.md does not list yet: entry payloads must be a multiple of
+// 8 bytes or a restart loses the log behind the first unaligned one; every
+// entry is stored in an entry frame (raft_frames.h).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cassert>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/limits.h"
+#include "replication/raft_frames.h"
+#include "replication/raft_status.h"  // <raft.h> inside extern "C"
+#include "replication/replicated_log.h"
+
+extern "C" {
+#include <raft/uv.h>
+}
+
+namespace tumbler::replication {
+namespace {
+
+// A file in the data dir that one process holds an flock on while it runs
+// the log. libraft does not guard its directory; two writers would corrupt it.
+constexpr const char* kLockFileName = "tumbler.lock";
+
+Role RoleFromRaft(int state) {
+  switch (state) {
+    case RAFT_FOLLOWER: return Role::kFollower;
+    case RAFT_CANDIDATE: return Role::kCandidate;
+    case RAFT_LEADER: return Role::kLeader;
+    default: return Role::kUnavailable;
+  }
+}
+
+Status ValidateOptions(const RaftOptions& options) {
+  if (options.data_dir.empty()) {
+    return Status(StatusCode::kInvalidArgument, "raft data dir is empty");
+  }
+  if (options.node_id == 0) {
+    return Status(StatusCode::kInvalidArgument, "raft node id must be > 0");
+  }
+  if (options.raft_address.empty()) {
+    return Status(StatusCode::kInvalidArgument, "raft address is empty");
+  }
+  if (options.heartbeat_timeout_ms == 0) {
+    return Status(StatusCode::kInvalidArgument, "raft heartbeat timeout must be > 0");
+  }
+  // raft_start asserts this.
+  if (options.heartbeat_timeout_ms >= options.election_timeout_ms) {
+    return Status(StatusCode::kInvalidArgument,
+                  "raft heartbeat timeout must be shorter than the election timeout");
+  }
+  if (options.snapshot_threshold == 0) {
+    return Status(StatusCode::kInvalidArgument, "raft snapshot threshold must be > 0");
+  }
+  return Status::Ok();
+}
+
+// Creates the data dir (and its parents) if missing; the dir itself 0700,
+// since the log holds every lock name and owner tag.
+Status PrepareDataDir(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return Status::Ok();
+  std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status(StatusCode::kErr, "cannot create data dir " + dir + ": " + std::strerror(errno));
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status(StatusCode::kErr, "data dir " + dir + " is not a directory");
+  }
+  return Status::Ok();
+}
+
+// Returns the fd that holds the data dir's lock for the life of the process.
+Result<int> LockDataDir(const std::string& dir) {
+  std::string path = dir + "/" + kLockFileName;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status(StatusCode::kErr, "cannot open " + path + ": " + std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      return Status(StatusCode::kErr, "data dir " + dir + " is in use by another tumblerd");
+    }
+    return Status(StatusCode::kErr, "cannot lock " + path + ": " + std::strerror(error));
+  }
+  return fd;
+}
+
+class RaftLog final : public ReplicatedLog {
+ public:
+  RaftLog(uv_loop_t* loop, const RaftOptions& options, StateMachineHooks* hooks, int lock_fd)
+      : loop_(loop), options_(options), hooks_(hooks), lock_fd_(lock_fd),
+        requests_(limits::kBatchesInFlightMax) {
+    for (Request& request : requests_) {
+      request.log = this;
+      request.next_free = free_requests_;
+      free_requests_ = &request;
+    }
+  }
+
+  // Crash-only (LIBRAFT.md pitfall 1): libraft holds pointers into this
+  // object until raft_close completes, and raft_close is unsafe with appends
+  // in flight. Destroying a started log is a programming error.
+  ~RaftLog() override {
+    std::fprintf(stderr,
+                 "tumbler: a raft log was destroyed; shutdown is crash-only: end the process "
+                 "with _exit (docs/replication.md)\n");
+    std::abort();
+  }
+
+  RaftLog(const RaftLog&) = delete;
+  RaftLog& operator=(const RaftLog&) = delete;
+
+  // Brings libraft up; on error the instance must be handed to Abandon().
+  Status Start();
+
+  // A log whose Start() failed part-way: libraft may still reference it, and
+  // closing libraft takes loop turns. It is closed if the loop runs again and
+  // otherwise kept, reachable, until the process ends (the server exits on
+  // this error anyway).
+  static void Abandon(std::unique_ptr<RaftLog> log);
+
+  Status Propose(std::string_view entry, DoneFn done) override;
+  Status Barrier(DoneFn done) override;
+  LogStatus GetStatus() const override;
+  uint32_t in_flight() const override { return in_flight_; }
+
+ private:
+  // One proposal or barrier in flight. A fixed pool of them, so that the
+  // in-flight bound is also the memory bound and nothing is allocated per
+  // proposal but the entry copy that libraft takes ownership of.
+  struct Request {
+    RaftLog* log = nullptr;
+    DoneFn done;
+    struct raft_apply apply {};
+    struct raft_barrier barrier {};
+    Request* next_free = nullptr;
+  };
+
+  // Marks "inside one of this log's callbacks" (LIBRAFT.md pitfall 2).
+  class CallbackScope {
+   public:
+    explicit CallbackScope(RaftLog* log) : log_(log) { ++log_->callback_depth_; }
+    ~CallbackScope() { --log_->callback_depth_; }
+    CallbackScope(const CallbackScope&) = delete;
+    CallbackScope& operator=(const CallbackScope&) = delete;
+
+   private:
+    RaftLog* log_;
+  };
+
+  enum class Stage : uint8_t { kNone, kTransport, kIo, kRaft, kStarted };
+
+  Request* AcquireRequest();
+  void ReleaseRequest(Request* request);
+  void AssertNotInCallback() const;
+  int Bootstrap();
+
+  static int FsmApply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result);
+  static int FsmSnapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs);
+  static int FsmRestore(struct raft_fsm* fsm, struct raft_buffer* buf);
+  static void ApplyDone(struct raft_apply* apply, int status, void* result);
+  static void BarrierDone(struct raft_barrier* barrier, int status);
+  static void Complete(Request* request, int raft_status);
+
+  uv_loop_t* loop_;
+  RaftOptions options_;
+  StateMachineHooks* hooks_;
+  // Holds the data dir's flock until the process ends; never read.
+  [[maybe_unused]] int lock_fd_;
+  Stage stage_ = Stage::kNone;
+
+  struct raft_uv_transport transport_ {};
+  struct raft_io io_ {};
+  struct raft_fsm fsm_ {};
+  // libraft's getters take a non-const pointer even where they only read.
+  mutable struct raft raft_ {};
+
+  std::vector<Request> requests_;  // never resized: libraft holds pointers into it
+  Request* free_requests_ = nullptr;
+  uint32_t in_flight_ = 0;
+  int callback_depth_ = 0;
+  // What RestoreSnapshot said when it failed during raft_start.
+  Status restore_status_;
+};
+
+Status RaftLog::Start() {
+  const char* dir = options_.data_dir.c_str();
+  int rv = raft_uv_tcp_init(&transport_, loop_);
+  if (rv != 0) {
+    return Status(StatusCode::kErr, std::string("raft_uv_tcp_init: ") + raft_strerror(rv));
+  }
+  stage_ = Stage::kTransport;
+  rv = raft_uv_init(&io_, loop_, dir, &transport_);
+  if (rv != 0) {
+    return Status(StatusCode::kErr, "raft_uv_init " + options_.data_dir + ": " + io_.errmsg);
+  }
+  stage_ = Stage::kIo;
+
+  // Version 1: snapshots are taken synchronously on the loop and libraft
+  // frees their buffers (version 3 fails at raft_init, LIBRAFT.md pitfall 4).
+  fsm_.version = 1;
+  fsm_.data = this;
+  fsm_.apply = &RaftLog::FsmApply;
+  fsm_.snapshot = &RaftLog::FsmSnapshot;
+  fsm_.restore = &RaftLog::FsmRestore;
+  rv = raft_init(&raft_, &io_, &fsm_, options_.node_id, options_.raft_address.c_str());
+  if (rv != 0) {
+    return Status(StatusCode::kErr, std::string("raft_init: ") + raft_errmsg(&raft_));
+  }
+  stage_ = Stage::kRaft;
+  raft_.data = this;
+  raft_set_election_timeout(&raft_, options_.election_timeout_ms);
+  raft_set_heartbeat_timeout(&raft_, options_.heartbeat_timeout_ms);
+  raft_set_pre_vote(&raft_, options_.pre_vote);
+  raft_set_snapshot_threshold(&raft_, options_.snapshot_threshold);
+  raft_set_snapshot_trailing(&raft_, options_.snapshot_trailing);
+
+  rv = Bootstrap();
+  if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {  // CANTBOOTSTRAP: the dir has state already
+    return Status(StatusCode::kErr, std::string("raft_bootstrap: ") + raft_errmsg(&raft_));
+  }
+  {
+    // raft_start restores the newest snapshot through FsmRestore and, for a
+    // lone voter, applies the loaded log through FsmApply.
+    CallbackScope scope(this);
+    rv = raft_start(&raft_);
+  }
+  if (rv != 0) {
+    if (!restore_status_.ok()) return restore_status_;
+    return Status(StatusCode::kErr, std::string("raft_start: ") + raft_errmsg(&raft_));
+  }
+  stage_ = Stage::kStarted;
+  return Status::Ok();
+}
+
+// The first configuration: this node as the only voter. Peers join later
+// through raft_add + raft_assign on the leader.
+int RaftLog::Bootstrap() {
+  struct raft_configuration configuration;
+  raft_configuration_init(&configuration);
+  int rv = raft_configuration_add(&configuration, options_.node_id, options_.raft_address.c_str(),
+                                  RAFT_VOTER);
+  if (rv == 0) rv = raft_bootstrap(&raft_, &configuration);
+  raft_configuration_close(&configuration);
+  return rv;
+}
+
+void RaftLog::Abandon(std::unique_ptr<RaftLog> log) {
+  // Reachable from a static until the process ends, so leak checkers do not
+  // report it; never destroyed (see ~RaftLog).
+  static auto* abandoned = new std::vector<std::unique_ptr<RaftLog>>();
+  if (log->stage_ >= Stage::kRaft) raft_close(&log->raft_, +[](struct raft*) {});
+  abandoned->push_back(std::move(log));
+}
+
+void RaftLog::AssertNotInCallback() const {
+  // Re-entering libraft from its own callback can crash it (LIBRAFT.md
+  // pitfall 2): defer to a uv_check handle.
+  assert(callback_depth_ == 0 && "ReplicatedLog called from inside one of its callbacks");
+}
+
+RaftLog::Request* RaftLog::AcquireRequest() {
+  Request* request = free_requests_;
+  assert(request != nullptr);
+  free_requests_ = request->next_free;
+  request->next_free = nullptr;
+  ++in_flight_;
+  return request;
+}
+
+void RaftLog::ReleaseRequest(Request* request) {
+  assert(in_flight_ > 0);
+  assert(!request->done);
+  request->next_free = free_requests_;
+  free_requests_ = request;
+  --in_flight_;
+}
+
+Status RaftLog::Propose(std::string_view entry, DoneFn done) {
+  AssertNotInCallback();
+  assert(stage_ == Stage::kStarted);
+  assert(done);
+  if (entry.size() > limits::kEntryBytesMax) {
+    return Status(StatusCode::kLimit, "log entry of " + std::to_string(entry.size()) +
+                                          " bytes is over " +
+                                          std::to_string(limits::kEntryBytesMax));
+  }
+  if (in_flight_ >= limits::kBatchesInFlightMax) {
+    return Status(StatusCode::kLimit, "too many log entries in flight");
+  }
+  // libraft takes ownership of the payload only if raft_apply succeeds.
+  size_t frame_bytes = EntryFrameBytes(entry.size());
+  void* base = raft_malloc(frame_bytes);
+  if (base == nullptr) return Status(StatusCode::kTryAgain, "out of memory for a log entry");
+  WriteEntryFrame(entry, static_cast<char*>(base));
+  struct raft_buffer buffer = {base, frame_bytes};
+
+  Request* request = AcquireRequest();
+  request->apply.data = request;
+  int rv = raft_apply(&raft_, &request->apply, &buffer, 1, &RaftLog::ApplyDone);
+  if (rv != 0) {
+    raft_free(base);
+    ReleaseRequest(request);
+    return StatusFromRaftError(rv);
+  }
+  request->done = std::move(done);
+  return Status::Ok();
+}
+
+Status RaftLog::Barrier(DoneFn done) {
+  AssertNotInCallback();
+  assert(stage_ == Stage::kStarted);
+  assert(done);
+  if (in_flight_ >= limits::kBatchesInFlightMax) {
+    return Status(StatusCode::kLimit, "too many log entries in flight");
+  }
+  Request* request = AcquireRequest();
+  request->barrier.data = request;
+  int rv = raft_barrier(&raft_, &request->barrier, &RaftLog::BarrierDone);
+  if (rv != 0) {
+    ReleaseRequest(request);
+    return StatusFromRaftError(rv);
+  }
+  request->done = std::move(done);
+  return Status::Ok();
+}
+
+LogStatus RaftLog::GetStatus() const {
+  LogStatus status;
+  status.role = RoleFromRaft(raft_state(&raft_));
+  status.term = raft_.current_term;
+  status.commit_index = raft_.commit_index;
+  status.applied_index = raft_last_applied(&raft_);
+  status.last_index = raft_last_index(&raft_);
+  status.node_id = options_.node_id;
+  raft_id leader_id = 0;
+  const char* leader_address = nullptr;
+  raft_leader(&raft_, &leader_id, &leader_address);
+  status.leader_id = leader_id;
+  if (leader_id != 0 && leader_address != nullptr) status.leader_address = leader_address;
+  return status;
+}
+
+int RaftLog::FsmApply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result) {
+  auto* log = static_cast<RaftLog*>(fsm->data);
+  CallbackScope scope(log);
+  Result<std::string_view> entry =
+      ReadEntryFrame(std::string_view(static_cast<const char*>(buf->base), buf->len));
+  if (!entry.ok()) {
+    // libraft's checksums passed, so this is not a torn write but a bug or
+    // a foreign log; skipping the entry would fork the state machine.
+    std::fprintf(stderr, "tumbler: fatal: committed entry in %s is corrupt: %s\n",
+                 log->options_.data_dir.c_str(), entry.status().ToString().c_str());
+    std::abort();
+  }
+  log->hooks_->ApplyEntry(*entry);
+  *result = nullptr;
+  return 0;
+}
+
+// libraft (FSM version 1) frees bufs[0].base and the bufs array with
+// raft_free once the snapshot is stored.
+int RaftLog::FsmSnapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {
+  auto* log = static_cast<RaftLog*>(fsm->data);
+  CallbackScope scope(log);
+  std::string framed(kSnapshotFrameHeaderBytes, '\0');
+  log->hooks_->EncodeSnapshot(&framed);
+  SealSnapshotFrame(&framed);
+
+  auto* array = static_cast<struct raft_buffer*>(raft_malloc(sizeof(struct raft_buffer)));
+  void* base = raft_malloc(framed.size());
+  if (array == nullptr || base == nullptr) {
+    raft_free(array);
+    raft_free(base);
+    return RAFT_NOMEM;
+  }
+  std::memcpy(base, framed.data(), framed.size());
+  array[0].base = base;
+  array[0].len = framed.size();
+  *bufs = array;
+  *n_bufs = 1;
+  return 0;
+}
+
+// Owns buf->base on success only: when restore fails, libraft frees the
+// snapshot itself.
+int RaftLog::FsmRestore(struct raft_fsm* fsm, struct raft_buffer* buf) {
+  auto* log = static_cast<RaftLog*>(fsm->data);
+  CallbackScope scope(log);
+  Result<std::string_view> payload =
+      OpenSnapshotFrame(std::string_view(static_cast<const char*>(buf->base), buf->len));
+  Status status = payload.ok() ? log->hooks_->RestoreSnapshot(*payload) : payload.status();
+  if (!status.ok()) {
+    std::string message = "cannot restore snapshot from " + log->options_.data_dir + ": " +
+                          status.ToString();
+    if (log->stage_ != Stage::kStarted) {  // inside raft_start: OpenRaftLog reports it
+      log->restore_status_ = Status(StatusCode::kErr, message);
+      return RAFT_CORRUPT;
+    }
+    // A follower installing the leader's snapshot: the state is half replaced.
+    std::fprintf(stderr, "tumbler: fatal: %s\n", message.c_str());
+    std::abort();
+  }
+  raft_free(buf->base);
+  return 0;
+}
+
+void RaftLog::ApplyDone(struct raft_apply* apply, int status, void* /*result*/) {
+  Complete(static_cast<Request*>(apply->data), status);
+}
+
+void RaftLog::BarrierDone(struct raft_barrier* barrier, int status) {
+  Complete(static_cast<Request*>(barrier->data), status);
+}
+
+void RaftLog::Complete(Request* request, int raft_status) {
+  RaftLog* log = request->log;
+  CallbackScope scope(log);
+  DoneFn done = std::move(request->done);
+  request->done = nullptr;
+  assert(done);
+  log->ReleaseRequest(request);  // before done: in_flight() is current inside it
+  done(raft_status == 0 ? Status::Ok() : StatusFromRaftError(raft_status));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReplicatedLog>> OpenRaftLog(uv_loop_t* loop, const RaftOptions& options,
+                                                   StateMachineHooks* hooks) {
+  assert(loop != nullptr);
+  assert(hooks != nullptr);
+  Status valid = ValidateOptions(options);
+  if (!valid.ok()) return valid;
+  // libuv does not ignore SIGPIPE; a write to a dead peer would kill us
+  // (LIBRAFT.md pitfall 6).
+  std::signal(SIGPIPE, SIG_IGN);
+  Status dir = PrepareDataDir(options.data_dir);
+  if (!dir.ok()) return dir;
+  Result<int> lock_fd = LockDataDir(options.data_dir);
+  if (!lock_fd.ok()) return lock_fd.status();
+
+  auto log = std::make_unique<RaftLog>(loop, options, hooks, *lock_fd);
+  Status started = log->Start();
+  if (!started.ok()) {
+    RaftLog::Abandon(std::move(log));
+    return started;
+  }
+  return std::unique_ptr<ReplicatedLog>(std::move(log));
+}
+
+}  // namespace tumbler::replication
