@@ -104,7 +104,9 @@ class Mutex {
   //   kSessionLost      the session ended (expired, closed, Client closed),
   //                     before or during the wait.
   //   kInvalidArgument  empty handle, or a name of 0 or more than 1024 bytes.
-  //   kNotLeader, kTryAgain, kErr, kNoAuth, kNoPerm: the server refused.
+  //   kNotLeader        more leader redirects than a request may follow.
+  //   kErr, kNoAuth, kNoPerm: the server refused the request.
+  //   kProtocol         the server's reply made no sense.
   // While the server is unreachable the call keeps reconnecting; it ends with
   // kSessionLost once the watchdog gives the session up.
   Status Lock();
@@ -112,9 +114,10 @@ class Mutex {
   // Acquires the lock if it is free now (server-side try-lock). true: acquired
   // (or, for the holding thread, nested once more); false: another holder has
   // it, or a lock-delay runs. Errors: as Lock() without kDeadlock, plus
-  // kUnavailable / kTimeout when the server does not answer within
-  // ClientOptions::op_timeout (the client then checks in the background that
-  // no grant it did not see stays behind).
+  // kUnavailable / kTimeout / kTryAgain when the server does not answer
+  // within ClientOptions::op_timeout (the client then checks in the
+  // background that no grant it did not see stays behind), and kTimeout when
+  // all ClientOptions::connections_max connections stay busy that long.
   Result<bool> TryLock();
 
   // As Lock() but waits at most `timeout` (rounded up to a millisecond; <= 0
@@ -130,8 +133,8 @@ class Mutex {
   //                     no request is sent. The server may also answer it.
   //   kSessionLost      the session ended; the hold is gone anyway (counted
   //                     down locally).
-  //   kUnavailable, kTimeout, kTryAgain: the server did not confirm the
-  //                     release within op_timeout. The thread no longer holds
+  //   kUnavailable, kTimeout, kTryAgain, kNotLeader, kProtocol: the server
+  //                     did not confirm the release within op_timeout. The thread no longer holds
   //                     the lock locally either way, and the client's
   //                     watchdog keeps retrying the release in the background
   //                     until the server confirms it or the session ends.

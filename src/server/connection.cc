@@ -188,7 +188,9 @@ void Connection::WaitQueued(uint64_t wait_id) {
   if (wait_forever_) return;
   uint64_t now = Server::NowMs();
   uint64_t left = wait_deadline_ms_ > now ? wait_deadline_ms_ - now : 0;
-  uv_timer_start(&wait_timer_, OnWaitTimer, left, 0);
+  // libuv counts a timer from the loop's cached time, which can be up to a
+  // loop iteration old: one more millisecond keeps a WAIT from ending early.
+  uv_timer_start(&wait_timer_, OnWaitTimer, left + 1, 0);
 }
 
 void Connection::OnWaitTimer(uv_timer_t* handle) {

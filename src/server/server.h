@@ -189,6 +189,7 @@ class Server final : public replication::StateMachineHooks {
   uv_signal_t sigint_;
   bool listening_ = false;
   bool shutting_down_ = false;
+  uint64_t shutdown_started_ms_ = 0;
 
   // Leadership.
   bool serving_ = false;
