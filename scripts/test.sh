@@ -28,6 +28,15 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && timeout 1800 ctest --output-on-failure -j 2)
 
+step "ThreadSanitizer build (client library)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTUMBLER_TSAN=ON >/dev/null
+cmake --build build-tsan -j "${TUMBLER_JOBS:-$(nproc)}" --target client_channel_test client_integration_test
+
+step "client tests (ThreadSanitizer, against the release tumblerd)"
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+TUMBLERD="$PWD/build/tumblerd" timeout 900 build-tsan/client_channel_test
+TUMBLERD="$PWD/build/tumblerd" timeout 900 build-tsan/client_integration_test
+
 step "protocol fuzzer (${TUMBLER_FUZZ_SECONDS:-60} s)"
 timeout 900 scripts/fuzz.sh
 

@@ -131,7 +131,7 @@ struct Stats {
   uint64_t sessions = 0;
   uint64_t locks = 0;
   uint64_t waiters = 0;
-  uint64_t holds = 0;
+  uint64_t holds = 0;      // (lock, holder) pairs, whatever their counts
   uint64_t last_token = 0;
   uint64_t log_time_ms = 0;
 };
@@ -145,17 +145,52 @@ class StateMachine {
 
   // Applies one command at log time `log_time_ms` (the machine keeps the
   // maximum it has seen, so an older value never moves time backwards). Appends
-  // the effects on other requests to *effects. Deterministic.
+  // the effects on other requests to *effects (not null). Deterministic.
+  //
+  // Before the command itself, every lock-delay that log time has reached ends
+  // (in order of deadline, then name) and those queues are served; the grants
+  // this produces are in *effects even if the command then fails. A failed
+  // command changes nothing else. Input comes from the log and is checked, never
+  // asserted. Errors (docs/commands.md has the precedence):
+  //   OpenSession:    kErr ttl_ms outside 100..3,600,000; kLimit label > 256
+  //                   bytes; kLimit sessions_max sessions exist.
+  //   Close/ExpireSession: kErr lock_delay_ms > limits::kLockDelayMsMax
+  //                   (expire only); kNoSession.
+  //   Lock:           kErr empty name; kLimit name > 1024 or owner > 256 bytes;
+  //                   kNoSession; kWrongMode the holder holds it in the other
+  //                   mode; kLimit reentrant count at limits::kHoldCountMax;
+  //                   kErr this holder already waits on this lock; then, if it
+  //                   would queue: kDeadlock ("cycle: session 1 owner "a" waits
+  //                   for "L2" held by session 2 owner "" which waits for "L1"
+  //                   held by session 1 owner "a"", "queued behind" for an edge
+  //                   to a waiter ahead; bytes outside printable ASCII, `"` and
+  //                   `\` as \xNN; cut at limits::kErrorMessageBytesMax),
+  //                   kLimit if the wait-for walk would pass
+  //                   limits::kDeadlockVisitMax edges, kLimit queue full; kLimit
+  //                   locks_max locks exist (new lock) or the session's holds +
+  //                   waits reach holds_per_session_max (new hold or wait). A
+  //                   try-lock that cannot be granted is kWouldBlock, not an
+  //                   error, whatever the bounds.
+  //   Unlock:         kErr empty name; kLimit lengths; kNoSession; kNotHeld.
+  //   CancelWait:     never fails; a wait id that no longer exists is a no-op.
+  //   CancelAllWaits, Tick: never fail.
+  //   Any other type: kErr.
+  // When one command frees several queues (Close/Expire), it serves first the
+  // locks of the session's ended waits in wait id order, then the locks it held
+  // in token order; `ended` lists its waits in wait id order.
   CommandResult Apply(const CommandView& cmd, uint64_t log_time_ms, Effects* effects);
 
   // --- Read-only queries (never change state). -----------------------------
   bool SessionExists(uint64_t session) const;
+  // nullopt if the session does not exist. holds/waiting name each lock once
+  // even if several owners of the session hold or wait on it.
   std::optional<SessionInfo> GetSession(uint64_t session) const;
   // Session ids in ascending order, at most `count`.
   std::vector<uint64_t> ListSessions(uint32_t count) const;
   // Every session with its ttl, ascending by id (a new leader uses this to give
   // each a fresh deadline).
   std::vector<std::pair<uint64_t, uint32_t>> SessionTtls() const;
+  // nullopt if no lock of that name exists (free, no waiters, no lock-delay).
   std::optional<LockInfo> Inspect(std::string_view name) const;
   // True if `token` is the token of a current holder of `name`.
   bool Check(std::string_view name, uint64_t token) const;
