@@ -207,10 +207,7 @@ void Server::OnConnectionClosed(Connection* conn) {
     auto it = waits_.find(conn->wait_id());
     if (it != waits_.end()) {
       it->second.conn_id = 0;  // orphan: a grant racing with the cancel is released
-      InternalCommand cancel;
-      cancel.type = core::CommandType::kCancelWait;
-      cancel.wait_id = conn->wait_id();
-      EnqueueInternal(std::move(cancel));
+      CancelWait(conn->wait_id(), 0);
     }
   }
 }
@@ -432,17 +429,9 @@ void Server::RouteLockResult(Connection* conn, const PendingCommand& pending,
     if (result.lock_outcome == core::LockOutcome::kQueued) {
       waits_.emplace(result.wait_id, WaitRecord{0, cmd.session, std::string(cmd.name),
                                                 std::string(cmd.owner)});
-      InternalCommand cancel;
-      cancel.type = core::CommandType::kCancelWait;
-      cancel.wait_id = result.wait_id;
-      EnqueueInternal(std::move(cancel));
+      CancelWait(result.wait_id, 0);
     } else if (result.lock_outcome == core::LockOutcome::kGranted) {
-      InternalCommand unlock;
-      unlock.type = core::CommandType::kUnlock;
-      unlock.session = cmd.session;
-      unlock.name = std::string(cmd.name);
-      unlock.owner = std::string(cmd.owner);
-      EnqueueInternal(std::move(unlock));
+      ReleaseUnseenGrant(cmd.session, std::string(cmd.name), std::string(cmd.owner));
     }
     return;
   }
@@ -482,12 +471,7 @@ void Server::HandleEffects() {
       conn->Dirty();
       conn->Unblock();
     } else {
-      InternalCommand unlock;
-      unlock.type = core::CommandType::kUnlock;
-      unlock.session = rec.session;
-      unlock.name = std::move(rec.name);
-      unlock.owner = std::move(rec.owner);
-      EnqueueInternal(std::move(unlock));
+      ReleaseUnseenGrant(rec.session, std::move(rec.name), std::move(rec.owner));
     }
   }
   for (const core::Effects::WaitEnded& e : effects_.ended) {
@@ -507,12 +491,23 @@ void Server::HandleEffects() {
   for (uint64_t session : effects_.sessions_ended) leases_.erase(session);
 }
 
-void Server::WaitTimedOut(Connection* conn) {
+void Server::WaitTimedOut(Connection* conn) { CancelWait(conn->wait_id(), conn->id()); }
+
+void Server::CancelWait(uint64_t wait_id, uint64_t answer_conn_id) {
   InternalCommand cancel;
   cancel.type = core::CommandType::kCancelWait;
-  cancel.wait_id = conn->wait_id();
-  cancel.session = conn->id();  // FlushInternal: the connection to answer
+  cancel.wait_id = wait_id;
+  cancel.session = answer_conn_id;  // FlushInternal: the connection to answer, 0 none
   EnqueueInternal(std::move(cancel));
+}
+
+void Server::ReleaseUnseenGrant(uint64_t session, std::string name, std::string owner) {
+  InternalCommand unlock;
+  unlock.type = core::CommandType::kUnlock;
+  unlock.session = session;
+  unlock.name = std::move(name);
+  unlock.owner = std::move(owner);
+  EnqueueInternal(std::move(unlock));
 }
 
 // --- Leadership ------------------------------------------------------------------

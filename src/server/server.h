@@ -163,6 +163,11 @@ class Server final : public replication::StateMachineHooks {
   void ExpireDueSessions();
   void ArmDelayTimer();
   void EnqueueInternal(InternalCommand cmd);
+  // Proposes CancelWait; answer_conn_id (0: none) gets the null reply if the
+  // wait was still queued when the cancel applies.
+  void CancelWait(uint64_t wait_id, uint64_t answer_conn_id);
+  // Proposes UNLOCK for a grant whose requester is gone and never saw it.
+  void ReleaseUnseenGrant(uint64_t session, std::string name, std::string owner);
   // Keeps the loop from blocking in poll while queued work can progress (work
   // queued from a timer callback runs in this iteration's check phase).
   void Wake();
