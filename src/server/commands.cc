@@ -176,7 +176,6 @@ Dispatched CmdHello(Server& server, Connection& conn, Args args) {
   if (authed_now) conn.set_authenticated(true);
   if (has_setname) conn.set_name(setname);
   conn.set_protover(protover);
-  replication::LogStatus ls = server.log_status();
   protocol::ReplyWriter w = conn.writer();
   w.MapHeader(7);
   w.Bulk("server");
@@ -190,7 +189,7 @@ Dispatched CmdHello(Server& server, Connection& conn, Args args) {
   w.Bulk("mode");
   w.Bulk("standalone");
   w.Bulk("role");
-  w.Bulk(replication::RoleName(ls.role));
+  w.Bulk(replication::RoleName(server.EffectiveRole()));
   w.Bulk("modules");
   w.ArrayHeader(0);
   conn.Dirty();
@@ -536,7 +535,7 @@ Dispatched CmdInfo(Server& server, Connection& conn, Args args) {
   }
   if (all || section == "replication") {
     text += "# Replication\r\n";
-    line("role", std::string(replication::RoleName(ls.role)));
+    line("role", std::string(replication::RoleName(server.EffectiveRole())));
     line("serving", server.serving() ? "1" : "0");
     line("node_id", std::to_string(ls.node_id));
     line("leader", ls.leader_id != 0 ? c.bind + ":" + std::to_string(c.port) : "");

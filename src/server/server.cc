@@ -60,6 +60,12 @@ replication::LogStatus Server::log_status() const {
   return log_->GetStatus();
 }
 
+replication::Role Server::EffectiveRole() const {
+  replication::Role role = log_ ? log_->GetStatus().role : replication::Role::kUnavailable;
+  if (role == replication::Role::kLeader && !serving_) return replication::Role::kCandidate;
+  return role;
+}
+
 Status Server::NotServingStatus() const {
   if (shutting_down_) return Status(StatusCode::kTryAgain, "server is shutting down");
   return Status(StatusCode::kTryAgain, "server is starting, not serving yet");

@@ -74,6 +74,9 @@ class Server final : public replication::StateMachineHooks {
   // The error to answer while not serving (TRYAGAIN now; NOTLEADER in a cluster).
   Status NotServingStatus() const;
   replication::LogStatus log_status() const;
+  // The role clients should act on: kLeader only while serving; a raft leader
+  // that has not committed its term's barrier yet is still a kCandidate.
+  replication::Role EffectiveRole() const;
   uint64_t uptime_s() const;
   size_t connections_count() const { return connections_.size(); }
 
