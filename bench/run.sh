@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# Runs the benchmarks that docs/benchmarks.md reports: starts tumblerd (durable
+# and --durability=none) and redis-server (appendfsync always, and persistence
+# off) on free loopback ports, runs tumbler-bench against them, measures the
+# disk's fsync time, idle CPU, memory with 1,000,000 locks and restart time,
+# stops every process it started (by PID), and prints a markdown report with
+# the exact command lines on stdout.
+#
+#   bench/run.sh [--write] [--quick] [--duration 5s] [--warmup 1s]
+#                [--tumblerd PATH] [--bench PATH] [--tmp DIR] [--skip-fill]
+#
+#   --write      also replace the results section of docs/benchmarks.md
+#   --quick      short runs and a small fill (a smoke test, not for the doc)
+#   --tumblerd   server binary (default build/tumblerd)
+#   --bench      tumbler-bench binary (default build/tumbler-bench, then
+#                build-bench/tumbler-bench)
+#   --tmp DIR    where data dirs go (default: a new dir under $TMPDIR or /tmp);
+#                the fsync probe measures this disk
+#
+# Needs: redis-server, redis-cli, jq. Every wait is bounded; exit status is
+# non-zero when any step failed (the report says which).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WRITE=0
+QUICK=0
+SKIP_FILL=0
+DURATION=5s
+WARMUP=1s
+TUMBLERD="$ROOT/build/tumblerd"
+BENCH=""
+TMP_PARENT="${TMPDIR:-/tmp}"
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --write) WRITE=1 ;;
+    --quick) QUICK=1 ;;
+    --skip-fill) SKIP_FILL=1 ;;
+    --duration) DURATION="$2"; shift ;;
+    --warmup) WARMUP="$2"; shift ;;
+    --tumblerd) TUMBLERD="$2"; shift ;;
+    --bench) BENCH="$2"; shift ;;
+    --tmp) TMP_PARENT="$2"; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+FILL_SESSIONS=10000
+FILL_LOCKS=1000000
+IDLE_SECONDS=10
+if [[ $QUICK -eq 1 ]]; then
+  DURATION=1s
+  WARMUP=200ms
+  FILL_SESSIONS=1000
+  FILL_LOCKS=20000
+  IDLE_SECONDS=2
+fi
+
+if [[ -z "$BENCH" ]]; then
+  for candidate in "$ROOT/build/tumbler-bench" "$ROOT/build-bench/tumbler-bench"; do
+    if [[ -x "$candidate" ]]; then BENCH="$candidate"; break; fi
+  done
+fi
+for tool in redis-server redis-cli jq; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 2; }
+done
+[[ -x "$BENCH" ]] || { echo "run.sh: tumbler-bench not found (build it, or pass --bench)" >&2; exit 2; }
+[[ -x "$TUMBLERD" ]] || { echo "run.sh: $TUMBLERD not found (build it, or pass --tumblerd)" >&2; exit 2; }
+
+TMP="$(mktemp -d "$TMP_PARENT/tumbler-bench.XXXXXX")"
+PIDS=()
+STATUS=0
+REPORT="$TMP/report.md"
+: >"$REPORT"
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null
+  done
+  for pid in "${PIDS[@]}"; do
+    # Bounded: a server that ignores SIGTERM for 5 s gets SIGKILL.
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+  done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { echo "$@" >>"$REPORT"; }
+log() { echo "run.sh $(date +%T): $*" >&2; }
+fail() { say ""; say "**FAILED: $***"; log "FAILED: $*"; STATUS=1; }
+# quoted ARGS...: a command line that a shell reads back the same, quoting only
+# the words that need it.
+quoted() {
+  local out="" word
+  for word in "$@"; do
+    if [[ "$word" =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then out+="$word "; else out+="$(printf '%q' "$word") "; fi
+  done
+  echo "${out% }"
+}
+now_ns() { date +%s%N; }
+
+USED_PORTS=" "
+free_port() {
+  local port
+  for _ in $(seq 1 200); do
+    port=$((20000 + RANDOM % 30000))
+    [[ "$USED_PORTS" == *" $port "* ]] && continue
+    if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then
+      USED_PORTS+="$port "
+      echo "$port"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# start NAME LOGFILE CMD...: starts a server in the background; sets LAST_PID.
+start() {
+  local name="$1" logfile="$2"
+  shift 2
+  "$@" >"$logfile" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+  COMMANDS+=("$name: $(quoted "$@")")
+}
+
+# wait_ready PORT PID [tumbler]: until PING answers (and, for tumblerd, INFO
+# says role:leader), at most 30 s.
+wait_ready() {
+  local port="$1" pid="$2" kind="${3:-redis}"
+  for _ in $(seq 1 300); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    if [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == "PONG" ]]; then
+      [[ "$kind" != tumbler ]] && return 0
+      redis-cli -p "$port" INFO 2>/dev/null | grep -q '^role:leader' && return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# idle_cpu PID SECONDS -> percent of one core
+idle_cpu() {
+  local pid="$1" seconds="$2" hz before after
+  hz=$(getconf CLK_TCK)
+  before=$(cpu_ticks "$pid") || return 1
+  sleep "$seconds"
+  after=$(cpu_ticks "$pid") || return 1
+  awk -v d=$((after - before)) -v hz="$hz" -v s="$seconds" 'BEGIN { printf "%.2f", 100 * d / hz / s }'
+}
+
+rss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# bench NAME ARGS...: runs tumbler-bench with a markdown table on stdout and
+# JSON in $TMP/NAME.json; appends the command and the table to the report.
+bench() {
+  local name="$1"
+  shift
+  local cmd=("$BENCH" "$@" --format markdown --json-out "$TMP/$name.json")
+  log "bench $name"
+  say ""
+  say '```'
+  say "$(quoted "${cmd[@]}" | sed "s#$TMP/#\$TMP/#g; s#$ROOT/##g")"
+  say '```'
+  say ""
+  if timeout 900 "${cmd[@]}" >"$TMP/$name.md" 2>"$TMP/$name.err"; then
+    cat "$TMP/$name.md" >>"$REPORT"
+  else
+    fail "$name: $(tail -n 3 "$TMP/$name.err")"
+    echo '{"runs": []}' >"$TMP/$name.json"
+  fi
+}
+
+# jget FILE FILTER: a number from a bench JSON file, or "n/a".
+jget() {
+  local v
+  v=$(jq -r "$2 // empty" "$1" 2>/dev/null)
+  [[ -n "$v" && "$v" != null ]] && echo "$v" || echo "n/a"
+}
+
+# check DESCRIPTION MEASURED OP LIMIT: a row of the targets table.
+CHECKS=()
+check() {
+  local verdict
+  if [[ "$2" == "n/a" ]]; then
+    verdict="not measured"
+  elif awk -v m="$2" -v l="$4" -v op="$3" 'BEGIN { exit !((op == ">=" && m >= l) || (op == "<" && m < l)) }'; then
+    verdict="met"
+  else
+    verdict="**not met**"
+  fi
+  CHECKS+=("| $1 | $2 | $3 $4 | $verdict |")
+}
+
+COMMANDS=()
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- The disk. -----------------------------------------------------------------
+mkdir -p "$TMP/probe"
+FSYNC_JSON="$("$BENCH" --fsync-probe "$TMP/probe" --samples 200 --format json)" || {
+  fail "fsync probe"
+  FSYNC_JSON='{}'
+}
+FSYNC_P50_US=$(jq -r '.fsync.append.p50_us // "n/a"' <<<"$FSYNC_JSON")
+FSYNC_P99_US=$(jq -r '.fsync.append.p99_us // "n/a"' <<<"$FSYNC_JSON")
+FSYNC_OW_P50_US=$(jq -r '.fsync.overwrite.p50_us // "n/a"' <<<"$FSYNC_JSON")
+FSYNC_OW_P99_US=$(jq -r '.fsync.overwrite.p99_us // "n/a"' <<<"$FSYNC_JSON")
+log "fsync median: append ${FSYNC_P50_US} us, overwrite ${FSYNC_OW_P50_US} us"
+
+# --- Servers. ------------------------------------------------------------------
+P_TD=$(free_port); P_TN=$(free_port); P_RA=$(free_port); P_RN=$(free_port)
+# tumblerd also listens for raft on --raft-port (default --port + 100): pick
+# that too, so it is free, and the same across the restart below.
+R_TD=$(free_port); R_TN=$(free_port)
+mkdir -p "$TMP/td" "$TMP/tn" "$TMP/ra" "$TMP/rn"
+start tumblerd-durable "$TMP/td.log" "$TUMBLERD" --port "$P_TD" --raft-port "$R_TD" --data-dir "$TMP/td"
+PID_TD=$LAST_PID
+start tumblerd-none "$TMP/tn.log" "$TUMBLERD" --port "$P_TN" --raft-port "$R_TN" --data-dir "$TMP/tn" --durability=none
+PID_TN=$LAST_PID
+start redis-always "$TMP/ra.log" redis-server --port "$P_RA" --bind 127.0.0.1 --save '' \
+  --appendonly yes --appendfsync always --dir "$TMP/ra"
+PID_RA=$LAST_PID
+start redis-none "$TMP/rn.log" redis-server --port "$P_RN" --bind 127.0.0.1 --save '' \
+  --appendonly no --dir "$TMP/rn"
+PID_RN=$LAST_PID
+READY=1
+wait_ready "$P_TD" "$PID_TD" tumbler || { fail "tumblerd (durable) did not become leader: $(tail -n 3 "$TMP/td.log")"; READY=0; }
+wait_ready "$P_TN" "$PID_TN" tumbler || { fail "tumblerd (none) did not become leader: $(tail -n 3 "$TMP/tn.log")"; READY=0; }
+wait_ready "$P_RA" "$PID_RA" || { fail "redis-server (always) did not answer PING"; READY=0; }
+wait_ready "$P_RN" "$PID_RN" || { fail "redis-server (none) did not answer PING"; READY=0; }
+
+T_D="tumbler://127.0.0.1:$P_TD"; T_N="tumbler://127.0.0.1:$P_TN"
+R_A="redis://127.0.0.1:$P_RA"; R_N="redis://127.0.0.1:$P_RN"
+COMMON=(--duration "$DURATION" --warmup "$WARMUP")
+
+IDLE_EMPTY="n/a"
+if [[ $READY -eq 1 ]]; then
+  log "idle CPU of tumblerd (empty), ${IDLE_SECONDS}s"
+  IDLE_EMPTY=$(idle_cpu "$PID_TD" "$IDLE_SECONDS") || IDLE_EMPTY="n/a"
+
+  say "### Uncontended"
+  for clients in 64 1; do
+    bench "uncontended-$clients" --target "$T_D" --target-label tumblerd-durable \
+      --peer "$R_N" --peer-label redis-no-persistence \
+      --peer "$R_A" --peer-label redis-appendfsync-always \
+      --peer "$T_N" --peer-label tumblerd-durability-none \
+      --workload uncontended --clients "$clients" "${COMMON[@]}"
+  done
+  say ""
+  say "### Contended and handoff (16 clients, one lock)"
+  bench contended-durable --target "$T_D" --target-label tumblerd-durable \
+    --peer "$R_A" --peer-label redis-appendfsync-always \
+    --workload contended,handoff --clients 16 "${COMMON[@]}"
+  bench contended-none --target "$T_N" --target-label tumblerd-durability-none \
+    --peer "$R_N" --peer-label redis-no-persistence \
+    --workload contended,handoff --clients 16 "${COMMON[@]}"
+fi
+# The load servers are done: stop them so the fill runs on a quiet machine.
+for pid in "$PID_TD" "$PID_TN" "$PID_RA" "$PID_RN"; do kill "$pid" 2>/dev/null; done
+
+# --- Memory, restart, idle with state. -------------------------------------------
+RSS="n/a"; RSS_AFTER="n/a"; RESTART_S="n/a"; IDLE_FULL="n/a"
+if [[ $SKIP_FILL -eq 0 ]]; then
+  say ""
+  say "### Memory and restart ($FILL_SESSIONS sessions, $FILL_LOCKS locks)"
+  P_TF=$(free_port); R_TF=$(free_port)
+  mkdir -p "$TMP/tf"
+  TF_CMD=("$TUMBLERD" --port "$P_TF" --raft-port "$R_TF" --data-dir "$TMP/tf")
+  start tumblerd-fill "$TMP/tf.log" "${TF_CMD[@]}"
+  PID_TF=$LAST_PID
+  if wait_ready "$P_TF" "$PID_TF" tumbler; then
+    # TTL 10 min: the sessions must outlive the kill and the restart.
+    bench fill --target "tumbler://127.0.0.1:$P_TF" --target-label tumblerd-durable \
+      --workload fill --sessions "$FILL_SESSIONS" --locks "$FILL_LOCKS" --clients 16 \
+      --pipeline 128 --ttl 600000 --timeout 30s
+    RSS=$(rss_mib "$PID_TF")
+    LAST_LOCK="fill:$((FILL_LOCKS - 1))"
+    HOLDER=$(redis-cli -p "$P_TF" INSPECT "$LAST_LOCK" | grep -A1 -x session | tail -n 1)
+    log "filled: RSS ${RSS} MiB, $LAST_LOCK held by session '${HOLDER}'"
+    kill -9 "$PID_TF"
+    wait "$PID_TF" 2>/dev/null
+    T0=$(now_ns)
+    start tumblerd-fill-restart "$TMP/tf2.log" "${TF_CMD[@]}"
+    PID_TF=$LAST_PID
+    RESTARTED=0
+    for _ in $(seq 1 3000); do  # at most ~60 s
+      kill -0 "$PID_TF" 2>/dev/null || break
+      if redis-cli -p "$P_TF" INFO 2>/dev/null | grep -q '^role:leader'; then
+        NOW_HOLDER=$(redis-cli -p "$P_TF" INSPECT "$LAST_LOCK" 2>/dev/null | grep -A1 -x session | tail -n 1)
+        if [[ -n "$HOLDER" && "$NOW_HOLDER" == "$HOLDER" ]]; then RESTARTED=1; break; fi
+      fi
+      sleep 0.02
+    done
+    T1=$(now_ns)
+    if [[ $RESTARTED -eq 1 ]]; then
+      RESTART_S=$(awk -v d=$((T1 - T0)) 'BEGIN { printf "%.2f", d / 1e9 }')
+      RSS_AFTER=$(rss_mib "$PID_TF")
+      log "idle CPU of tumblerd with the filled state, ${IDLE_SECONDS}s"
+      IDLE_FULL=$(idle_cpu "$PID_TF" "$IDLE_SECONDS") || IDLE_FULL="n/a"
+    else
+      fail "restart: $LAST_LOCK not held by session '$HOLDER' within 60 s (log: $(tail -n 3 "$TMP/tf2.log"))"
+    fi
+    say ""
+    say "- RSS after the fill: **${RSS} MiB**; after restart: ${RSS_AFTER} MiB"
+    say "- restart (kill -9, start, until INFO says role:leader and INSPECT $LAST_LOCK shows its holder): **${RESTART_S} s**"
+  else
+    fail "tumblerd for the fill did not become leader: $(tail -n 3 "$TMP/tf.log")"
+  fi
+fi
+
+# --- Targets. ---------------------------------------------------------------------
+U64="$TMP/uncontended-64.json"; U1="$TMP/uncontended-1.json"
+CD="$TMP/contended-durable.json"; CN="$TMP/contended-none.json"
+ratio() {  # FILE WORKLOAD PEER_LABEL
+  local v
+  v=$(jget "$1" ".runs[] | select(.workload == \"$2\" and .label == \"$3\") | .target_over_this")
+  [[ "$v" == "n/a" ]] && echo "$v" || awk -v v="$v" 'BEGIN { printf "%.2f", v }'
+}
+handoff_p99() {  # FILE WORKLOAD LABEL
+  jget "$1" ".runs[] | select(.workload == \"$2\" and .label == \"$3\") | .handoff.p99_us"
+}
+[[ -f "$U64" ]] && check "uncontended 64: durable / redis no-persistence" "$(ratio "$U64" uncontended redis-no-persistence)" ">=" 0.8
+[[ -f "$U64" ]] && check "uncontended 64: durable / redis appendfsync-always" "$(ratio "$U64" uncontended redis-appendfsync-always)" ">=" 1.0
+[[ -f "$U1" ]] && check "uncontended 1: durable / redis appendfsync-always" "$(ratio "$U1" uncontended redis-appendfsync-always)" ">=" 1.0
+[[ -f "$CD" ]] && check "contended 16: durable / redis appendfsync-always (SET NX + 1 ms retry)" "$(ratio "$CD" contended redis-appendfsync-always)" ">=" 1.0
+# Two readings of "the disk's fsync time": append + fdatasync (the literal
+# probe), and overwrite of a preallocated file (what a raft log segment sees).
+if [[ -f "$CD" && "$FSYNC_P50_US" != "n/a" ]]; then
+  for flavour in append overwrite; do
+    if [[ $flavour == append ]]; then base=$FSYNC_P50_US; else base=$FSYNC_OW_P50_US; fi
+    LIMIT_US=$(awk -v f="$base" 'BEGIN { printf "%.0f", 3 * f }')
+    for w in handoff contended; do
+      check "$w 16: durable p99 hand-off, us (3x $flavour-fsync median)" "$(handoff_p99 "$CD" $w tumblerd-durable)" "<" "$LIMIT_US"
+    done
+  done
+fi
+[[ -f "$CN" ]] && check "contended 16: durability=none / redis no-persistence (same retry loop)" "$(ratio "$CN" contended redis-no-persistence)" ">=" 1.0
+check "idle tumblerd, empty: % of a core over ${IDLE_SECONDS} s" "$IDLE_EMPTY" "<" 1
+check "idle tumblerd, $FILL_LOCKS locks: % of a core over ${IDLE_SECONDS} s" "$IDLE_FULL" "<" 1
+check "RSS with $FILL_LOCKS locks / $FILL_SESSIONS sessions, MiB" "$RSS" "<" 400
+check "restart with that state, s" "$RESTART_S" "<" 5
+
+# --- The report. -------------------------------------------------------------------
+{
+  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') by \`bench/run.sh$([[ $QUICK -eq 1 ]] && echo ' --quick')\`"
+  echo "at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'an uncommitted tree')."
+  echo ""
+  echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r)"
+  echo "- load average before the run: $LOAD_START (the machine is shared; numbers move with it)"
+  echo "- disk ($TMP_PARENT): 4 KiB append + fdatasync median **${FSYNC_P50_US} us**, p99 ${FSYNC_P99_US} us; overwrite of a preallocated file + fdatasync median **${FSYNC_OW_P50_US} us**, p99 ${FSYNC_OW_P99_US} us"
+  echo "- $(redis-server --version | cut -d' ' -f1-3)"
+  echo "- duration $DURATION per run after $WARMUP warmup; latencies are per acquire, client side"
+  echo ""
+  echo "### Targets"
+  echo ""
+  echo "| target | measured | wanted | verdict |"
+  echo "| --- | ---: | --- | --- |"
+  for row in "${CHECKS[@]}"; do echo "$row"; done
+  echo ""
+  cat "$REPORT"
+  echo ""
+  echo "### Servers"
+  echo ""
+  echo '```'
+  for c in "${COMMANDS[@]}"; do echo "$c" | sed "s#$TMP/#\$TMP/#g; s#$ROOT/##g"; done
+  echo '```'
+} >"$TMP/final.md"
+
+printf '## Results\n\n'
+cat "$TMP/final.md"
+
+if [[ $WRITE -eq 1 ]]; then
+  DOC="$ROOT/docs/benchmarks.md"
+  BEGIN='<!-- bench:results:begin -->'
+  END='<!-- bench:results:end -->'
+  if grep -q "$BEGIN" "$DOC" && grep -q "$END" "$DOC"; then
+    awk -v begin="$BEGIN" -v end="$END" -v file="$TMP/final.md" '
+      $0 == begin { print; while ((getline line < file) > 0) print line; skip = 1; next }
+      $0 == end { skip = 0 }
+      !skip { print }' "$DOC" >"$TMP/doc.md" && cat "$TMP/doc.md" >"$DOC"
+    log "updated $DOC"
+  else
+    log "$DOC has no results markers; not written"
+    STATUS=1
+  fi
+fi
+exit "$STATUS"
