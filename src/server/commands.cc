@@ -531,6 +531,7 @@ Dispatched CmdInfo(Server& server, Connection& conn, Args args) {
     line("data_dir", c.durability == Durability::kRaft ? c.data_dir : "");
     line("lock_delay_ms", std::to_string(c.lock_delay_ms));
     line("connections", std::to_string(server.connections_count()));
+    line("blocked_clients", std::to_string(server.blocked_count()));
     text += "\r\n";
   }
   if (all || section == "replication") {

@@ -379,6 +379,7 @@ void Server::ApplyEntry(std::string_view entry) {
       lease_heap_.emplace(deadline, result.session);
     }
     if (mine != nullptr) RouteResult(mine->commands[i], cmd, result);
+    if (cmd.type == core::CommandType::kCancelWait) WaitCancelled(cmd.wait_id);
     HandleEffects();
   }
   if (mine != nullptr) {
@@ -398,19 +399,11 @@ void Server::RouteResult(const PendingCommand& pending, const core::CommandView&
     RouteLockResult(conn, pending, cmd, result);
     return;
   }
-  if (pending.kind == ReplyKind::kCancelWait) {
-    auto it = waits_.find(cmd.wait_id);
-    if (it != waits_.end() && it->second.conn_id == pending.conn_id) {
-      waits_.erase(it);
-      if (conn != nullptr && conn->wait_id() == cmd.wait_id) {
-        conn->writer().NullArray();
-        conn->Dirty();
-        conn->Unblock();
-      }
-    }
+  // kCancelWait is answered by WaitCancelled, whoever proposed the cancel.
+  if (conn == nullptr || pending.kind == ReplyKind::kNone ||
+      pending.kind == ReplyKind::kCancelWait) {
     return;
   }
-  if (conn == nullptr || pending.kind == ReplyKind::kNone) return;
   protocol::ReplyWriter w = conn->writer();
   if (!result.status.ok()) {
     w.Error(result.status);
@@ -495,6 +488,20 @@ void Server::HandleEffects() {
     conn->Unblock();
   }
   for (uint64_t session : effects_.sessions_ended) leases_.erase(session);
+}
+
+void Server::WaitCancelled(uint64_t wait_id) {
+  // The wait is out of the state machine now (or was granted or ended before
+  // the cancel applied, and its record is already gone). A live connection
+  // still waiting on it ran out of WAIT time: it gets null.
+  auto it = waits_.find(wait_id);
+  if (it == waits_.end()) return;
+  Connection* conn = FindConnection(it->second.conn_id);
+  waits_.erase(it);
+  if (conn == nullptr || conn->wait_id() != wait_id) return;
+  conn->writer().NullArray();
+  conn->Dirty();
+  conn->Unblock();
 }
 
 void Server::WaitTimedOut(Connection* conn) { CancelWait(conn->wait_id(), conn->id()); }

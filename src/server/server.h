@@ -79,6 +79,9 @@ class Server final : public replication::StateMachineHooks {
   replication::Role EffectiveRole() const;
   uint64_t uptime_s() const;
   size_t connections_count() const { return connections_.size(); }
+  // Waits of this node's connections (including ones whose connection closed
+  // and whose cancel has not applied yet).
+  size_t blocked_count() const { return waits_.size(); }
 
   // Appends a command to the batch being built on behalf of `conn` (nullptr for
   // internal commands). Returns false when the batch is full; the caller stops
@@ -156,6 +159,9 @@ class Server final : public replication::StateMachineHooks {
   void RouteLockResult(Connection* conn, const PendingCommand& pending,
                        const core::CommandView& cmd, const core::CommandResult& result);
   void HandleEffects();
+  // A CancelWait was applied: drop the wait's record, answer null to its
+  // connection if that connection still waits on it.
+  void WaitCancelled(uint64_t wait_id);
   void OnBatchDone(uint64_t seq, const Status& status);
   void FailBatch(PendingBatch& batch, const Status& status);
   void ResumeStalled();

@@ -1066,3 +1066,47 @@ class LockDelayTest(SharedServerTestCase, LockTestMixin):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WaitBookkeepingTest(TumblerTestCase, LockTestMixin):
+    """The server's own record of each wait is dropped however the wait ends
+    (INFO blocked_clients), so that closed connections leak nothing."""
+
+    TEST_TIMEOUT = 60
+
+    def blocked(self):
+        return int(parse_info(self.c.call("INFO", "server"))["blocked_clients"])
+
+    def test_every_way_a_wait_ends_drops_its_record(self):
+        self.server = self.new_server()
+        self.c = self.conn()
+        s1, s2 = self.open_session(self.c), self.open_session(self.c)
+        n = "bk"
+        self.assertEqual(self.blocked(), 0)
+        self.assertGrant(self.lock(n, s1))
+        # Ended by the WAIT running out.
+        w = self.waiter(n, s2, "WAIT", 200)
+        wait_until(lambda: self.blocked() == 1, what="wait recorded")
+        self.assertNullLock(w.read_reply(3), w)
+        self.assertEqual(self.blocked(), 0)
+        # Ended by its connection closing, many times over.
+        for _ in range(20):
+            w = self.waiter(n, s2, "WAIT", "FOREVER")
+            w.close()
+            wait_until(lambda: self.waiter_sessions(n) == [], what="closed wait cancelled")
+        wait_until(lambda: self.blocked() == 0, what="closed waits' records dropped")
+        # Ended by a grant.
+        w = self.waiter(n, s2, "WAIT", 10000)
+        wait_until(lambda: self.waiter_sessions(n) == [s2], what="queued")
+        self.assertEqual(self.unlock(n, s1), 0)
+        self.assertGrant(w.read_reply(3))
+        self.assertEqual(self.blocked(), 0)
+        # A grant racing with the connection's close is released again.
+        self.assertGrant(self.lock(n + "2", s1))
+        w = self.waiter(n + "2", s2, "WAIT", "FOREVER")
+        wait_until(lambda: self.waiter_sessions(n + "2") == [s2], what="queued")
+        self.c.send_cmd("UNLOCK", n + "2", s1)
+        w.close()
+        self.assertEqual(self.c.read_reply(3), 0)
+        wait_until(lambda: self.holder_sessions(n + "2") == [], what="unseen grant released")
+        wait_until(lambda: self.blocked() == 0, what="records dropped")
