@@ -8,9 +8,11 @@ packages=(
   libraft-dev libuv1-dev                # consensus engine and event loop
   libgtest-dev libgmock-dev             # unit tests
   libbenchmark-dev                      # micro-benchmarks
-  clang                                 # libFuzzer target
+  clang libclang-rt-14-dev              # libFuzzer target (the runtime is only a
+                                        # Recommends of clang, and we skip those)
   python3                               # integration test harness
   redis-server redis-tools              # the peer in benchmarks, redis-cli interop tests
+  jq                                    # bench/run.sh reads tumbler-bench's JSON
 )
 if [ "${1:-}" = "--print" ]; then
   printf '%s\n' "${packages[@]}"
