@@ -2,6 +2,7 @@
 
 #include "fill_driver.h"
 #include "fsync_probe.h"
+#include "rounds.h"
 
 #include <charconv>
 #include <cmath>
@@ -167,6 +168,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
       s = ParseDurationFlag(arg, v, milliseconds(10), hours(1), &o.duration);
     } else if (arg == "--warmup") {
       s = ParseDurationFlag(arg, v, nanoseconds(0), minutes(10), &o.warmup);
+    } else if (arg == "--rounds") {
+      s = ParseInteger<int>(arg, v, 1, kRoundsMax, &o.rounds);
     } else if (arg == "--timeout") {
       s = ParseDurationFlag(arg, v, milliseconds(1), minutes(10), &o.request_timeout);
     } else if (arg == "--retry-sleep") {
@@ -233,6 +236,11 @@ It starts no server. URLs: tumbler://host:port, redis://host:port.
   --threads N           driver threads, 1..2 (default 1)
   --duration D          measured time (default 5s); D like 500ms, 5s, 1m
   --warmup D            run before measuring, not counted (default 1s)
+  --rounds N            run the servers interleaved N times, 1..20 (default 1):
+                        target, peers, target, peers, ... each for warmup +
+                        duration; results are pooled over the rounds and each
+                        ratio is the median of the per-round ratios (fill
+                        runs once)
   --timeout D           per-request timeout; a LOCK ... WAIT gets WAIT on top
                         (default 5s); a request that times out fails the run
   --ttl MS              tumbler session TTL / Redis key PX (default 30000)
@@ -245,7 +253,8 @@ It starts no server. URLs: tumbler://host:port, redis://host:port.
   --prefix TEXT         fill: lock name prefix (default fill)
   --format F            table | markdown | json on stdout (default table)
   --json-out FILE       also write the results as JSON to FILE
-  --fsync-probe DIR     time 4 KiB append + fdatasync in DIR and exit
+  --fsync-probe DIR     time 4 KiB writes made durable in DIR and exit: append +
+                        fdatasync, overwrite + fdatasync, O_DIRECT|O_DSYNC
   --samples N           fsync probe samples (default 200)
 
 Exit status: 0 ok, 1 a run failed (server unreachable, timeout, bad reply),

@@ -27,6 +27,9 @@ struct Options {
   int threads = 1;
   std::chrono::nanoseconds duration = std::chrono::seconds(5);
   std::chrono::nanoseconds warmup = std::chrono::seconds(1);
+  // Pair workloads run the servers interleaved, round by round, this many
+  // times (rounds.h); 1 is one run each.
+  int rounds = 1;
   std::chrono::nanoseconds request_timeout = std::chrono::seconds(5);
   std::chrono::nanoseconds retry_sleep = std::chrono::milliseconds(1);
   std::chrono::nanoseconds hold = std::chrono::milliseconds(1);

@@ -50,6 +50,19 @@ TEST(OptionsTest, RejectsOutOfBounds) {
   EXPECT_FALSE(Parse({"--target", "tumbler://h:1", "--ttl", "50"}).ok());
 }
 
+TEST(OptionsTest, Rounds) {
+  auto o = Parse({"--target", "tumbler://h:1"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->rounds, 1);
+  o = Parse({"--target", "tumbler://h:1", "--rounds", "5"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->rounds, 5);
+  EXPECT_TRUE(Parse({"--target", "tumbler://h:1", "--rounds=20"}).ok());
+  EXPECT_FALSE(Parse({"--target", "tumbler://h:1", "--rounds", "0"}).ok());
+  EXPECT_FALSE(Parse({"--target", "tumbler://h:1", "--rounds", "21"}).ok());
+  EXPECT_FALSE(Parse({"--target", "tumbler://h:1", "--rounds", "2x"}).ok());
+}
+
 TEST(OptionsTest, DurabilityIsAServerFlag) {
   auto o = Parse({"--target", "tumbler://h:1", "--durability=none"});
   ASSERT_FALSE(o.ok());

@@ -1,8 +1,11 @@
 #include "report.h"
 
+#include "rounds.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 
 namespace tumbler::bench {
 namespace {
@@ -26,9 +29,7 @@ std::string Thousands(double value) {
   return out;
 }
 
-double PairsPerSecond(const RunRecord& r) {
-  return r.load.measured_s > 0 ? r.load.pairs / r.load.measured_s : 0;
-}
+double PairsPerSecond(const RunRecord& r) { return PairsPerSecond(r.load); }
 
 // The target's run of the same workload and client count, if any.
 const RunRecord* TargetOf(const std::vector<RunRecord>& runs, const RunRecord& r) {
@@ -38,11 +39,40 @@ const RunRecord* TargetOf(const std::vector<RunRecord>& runs, const RunRecord& r
   return nullptr;
 }
 
+std::vector<LoadResult> RoundsOf(const RunRecord& r) {
+  return r.rounds.empty() ? std::vector<LoadResult>{r.load} : r.rounds;
+}
+
+// Target pairs/s over r's, round by round; nullopt for the target itself and
+// when there is no ratio.
+std::optional<RatioSummary> RatioOf(const std::vector<RunRecord>& runs, const RunRecord& r) {
+  if (r.is_target || r.workload == Workload::kFill) return std::nullopt;
+  const RunRecord* t = TargetOf(runs, r);
+  if (t == nullptr) return std::nullopt;
+  const std::vector<LoadResult> target_rounds = RoundsOf(*t);
+  const std::vector<LoadResult> rounds = RoundsOf(r);
+  if (target_rounds.size() != rounds.size()) return std::nullopt;
+  return SummarizeRatios(target_rounds, rounds);
+}
+
 std::string RatioText(const std::vector<RunRecord>& runs, const RunRecord& r) {
   if (r.is_target) return "-";
-  const RunRecord* t = TargetOf(runs, r);
-  if (t == nullptr || PairsPerSecond(r) == 0) return "n/a";
-  return Printf("%.2fx", PairsPerSecond(*t) / PairsPerSecond(r));
+  const auto ratio = RatioOf(runs, r);
+  if (!ratio) return "n/a";
+  return Printf("%.2fx", ratio->median);
+}
+
+// "(median of 5 rounds; min 0.71, max 0.86; per round 0.78 0.71 ...)", or ""
+// for a single round.
+std::string RoundsText(const RatioSummary& ratio) {
+  if (ratio.per_round.size() <= 1) return "";
+  std::string text = " (median of " + std::to_string(ratio.rounds_used) + " rounds";
+  if (static_cast<size_t>(ratio.rounds_used) < ratio.per_round.size()) {
+    text += " of " + std::to_string(ratio.per_round.size());
+  }
+  text += Printf("; min %.2f", ratio.min) + Printf(", max %.2f", ratio.max) + "; per round";
+  for (const auto& v : ratio.per_round) text += v ? Printf(" %.2f", *v) : " n/a";
+  return text + ")";
 }
 
 // Past this share of one core the single-threaded driver, not the server, may
@@ -136,13 +166,12 @@ std::string Render(const Table& t, bool markdown) {
 std::string RatioLines(const std::vector<RunRecord>& runs, bool markdown) {
   std::string out;
   for (const RunRecord& r : runs) {
-    if (r.is_target || r.workload == Workload::kFill) continue;
-    const RunRecord* t = TargetOf(runs, r);
-    if (t == nullptr) continue;
+    const auto ratio = RatioOf(runs, r);
+    if (!ratio) continue;
     out += markdown ? "- " : "  ";
     out += std::string(WorkloadName(r.workload)) + ", " + std::to_string(r.clients) +
-           " clients: " + t->endpoint.label + " / " + r.endpoint.label + " = " +
-           RatioText(runs, r) + " pairs/s\n";
+           " clients: " + TargetOf(runs, r)->endpoint.label + " / " + r.endpoint.label +
+           " = " + Printf("%.2fx", ratio->median) + " pairs/s" + RoundsText(*ratio) + "\n";
   }
   return out;
 }
@@ -172,6 +201,33 @@ void JsonHistogram(std::string* out, const LatencyHistogram& h) {
                 h.count(), h.Percentile(0.5) / 1e3, h.Percentile(0.99) / 1e3,
                 h.Percentile(0.999) / 1e3, h.max_ns() / 1e3, h.mean_ns() / 1e3);
   out->append(text);
+}
+
+std::string JsonNumber(const std::optional<RatioSummary>& ratio, double RatioSummary::*field) {
+  return ratio ? Printf("%.4f", (*ratio).*field) : "null";
+}
+
+// "per_round": one object per round, in round order.
+void JsonRounds(std::string* out, const std::vector<LoadResult>& rounds,
+                const std::optional<RatioSummary>& ratio) {
+  *out += ", \"per_round\": [";
+  char text[512];
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const LoadResult& l = rounds[i];
+    std::optional<double> round_ratio;
+    if (ratio && i < ratio->per_round.size()) round_ratio = ratio->per_round[i];
+    std::snprintf(text, sizeof(text),
+                  "%s{\"round\": %zu, \"measured_s\": %.3f, \"pairs\": %" PRIu64
+                  ", \"pairs_per_s\": %.1f, \"target_over_this\": %s"
+                  ", \"acquire_p99_us\": %.1f, \"handoff_p50_us\": %.1f"
+                  ", \"handoff_p99_us\": %.1f, \"client_cpu_s\": %.3f}",
+                  i == 0 ? "" : ", ", i + 1, l.measured_s, l.pairs, PairsPerSecond(l),
+                  round_ratio ? Printf("%.4f", *round_ratio).c_str() : "null",
+                  l.acquire.Percentile(0.99) / 1e3, l.handoff.Percentile(0.5) / 1e3,
+                  l.handoff.Percentile(0.99) / 1e3, l.client_cpu_s);
+    *out += text;
+  }
+  *out += "]";
 }
 
 }  // namespace
@@ -225,21 +281,31 @@ std::string FormatJson(const std::vector<RunRecord>& runs) {
       continue;
     }
     const LoadResult& l = r.load;
+    const auto ratio = RatioOf(runs, r);
     const RunRecord* t = r.is_target ? nullptr : TargetOf(runs, r);
-    const double ratio = t != nullptr && PairsPerSecond(r) > 0
-                             ? PairsPerSecond(*t) / PairsPerSecond(r)
-                             : 0;
     std::snprintf(text, sizeof(text),
                   ", \"measured_s\": %.3f, \"pairs\": %" PRIu64 ", \"pairs_per_s\": %.1f"
-                  ", \"target_over_this\": %.4f, \"acquisitions\": %" PRIu64
+                  ", \"acquisitions\": %" PRIu64
                   ", \"busy_replies\": %" PRIu64 ", \"self_reacquisitions\": %" PRIu64
                   ", \"client_acquisitions_min\": %" PRIu64
                   ", \"client_acquisitions_max\": %" PRIu64
                   ", \"client_cpu_s\": %.3f, \"client_cpu_us_per_pair\": %.2f",
-                  l.measured_s, l.pairs, PairsPerSecond(r), ratio, l.acquisitions,
+                  l.measured_s, l.pairs, PairsPerSecond(r), l.acquisitions,
                   l.busy_replies, l.self_reacquisitions, l.client_acquisitions_min,
                   l.client_acquisitions_max, l.client_cpu_s,
                   l.pairs > 0 ? 1e6 * l.client_cpu_s / l.pairs : 0.0);
+    out += text;
+    // target_over_this: the median of the per-round ratios (null for the
+    // target); _pooled: total pairs/s over total pairs/s, for comparison.
+    out += ", \"rounds\": " + std::to_string(RoundsOf(r).size());
+    out += ", \"target_over_this\": " + JsonNumber(ratio, &RatioSummary::median);
+    out += ", \"target_over_this_min\": " + JsonNumber(ratio, &RatioSummary::min);
+    out += ", \"target_over_this_max\": " + JsonNumber(ratio, &RatioSummary::max);
+    out += ", \"target_over_this_pooled\": ";
+    out += t != nullptr && PairsPerSecond(r) > 0
+               ? Printf("%.4f", PairsPerSecond(*t) / PairsPerSecond(r))
+               : std::string("null");
+    JsonRounds(&out, RoundsOf(r), ratio);
     out += text;
     out += ", \"acquire\": ";
     JsonHistogram(&out, l.acquire);

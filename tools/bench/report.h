@@ -16,10 +16,16 @@ struct RunRecord {
   bool is_target = false;
   int clients = 0;
   int threads = 1;
-  LoadResult load;  // pair workloads
+  // Pair workloads: one result per round (rounds.h), in round order, and
+  // `load`, the rounds pooled. A record with no rounds counts as one round,
+  // `load`. Ratios against the target are taken round by round.
+  std::vector<LoadResult> rounds;
+  LoadResult load;
   FillResult fill;  // the fill workload
 };
 
+// Tables and ratio lines; with more than one round each ratio is the median
+// of the per-round ratios, and the lines list every round's.
 std::string FormatTable(const std::vector<RunRecord>& runs);
 std::string FormatMarkdown(const std::vector<RunRecord>& runs);
 std::string FormatJson(const std::vector<RunRecord>& runs);
