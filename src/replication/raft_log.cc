@@ -457,6 +457,9 @@ void RaftLog::Complete(Request* request, int raft_status) {
 
 }  // namespace
 
+// segment_prealloc.cc: libraft's segments are preallocated with written zeros.
+bool SegmentsPreallocatedWithZeros();
+
 Result<std::unique_ptr<ReplicatedLog>> OpenRaftLog(uv_loop_t* loop, const RaftOptions& options,
                                                    StateMachineHooks* hooks) {
   assert(loop != nullptr);
@@ -466,6 +469,8 @@ Result<std::unique_ptr<ReplicatedLog>> OpenRaftLog(uv_loop_t* loop, const RaftOp
   // libuv does not ignore SIGPIPE; a write to a dead peer would kill us
   // (LIBRAFT.md pitfall 6).
   std::signal(SIGPIPE, SIG_IGN);
+  // Also keeps segment_prealloc.cc (its posix_fallocate) in every link.
+  assert(SegmentsPreallocatedWithZeros());
   Status dir = PrepareDataDir(options.data_dir);
   if (!dir.ok()) return dir;
   Result<int> lock_fd = LockDataDir(options.data_dir);
