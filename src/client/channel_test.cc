@@ -1,6 +1,7 @@
 // Channel and Connection against a scripted in-process RESP server: redirects,
 // retries, timeouts, broken connections, interrupts.
 #include "client/channel.h"
+#include "client/test_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -121,17 +122,7 @@ class FakeServer {
 };
 
 // A loopback port with nothing listening on it.
-uint16_t ClosedPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+uint16_t ClosedPort() { return testing::FreePort(); }
 
 ChannelOptions FastOptions() {
   ChannelOptions options;
