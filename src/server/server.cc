@@ -263,14 +263,8 @@ void Server::FlushInternal() {
     v.lock_delay_ms = ic.lock_delay_ms;
     v.name = ic.name;
     v.owner = ic.owner;
-    Connection* conn = nullptr;
-    ReplyKind kind = ReplyKind::kNone;
-    if (ic.type == core::CommandType::kCancelWait && ic.session != 0) {
-      // A WAIT that ran out: `session` carries the connection id to answer.
-      conn = FindConnection(ic.session);
-      kind = ReplyKind::kCancelWait;
-      v.session = 0;
-    }
+    Connection* conn = FindConnection(ic.answer_conn_id);
+    ReplyKind kind = conn != nullptr ? ReplyKind::kCancelWait : ReplyKind::kNone;
     // A cancel whose connection closed meanwhile still goes out: the close
     // turned the wait into an orphan, and a duplicate cancel is a no-op.
     if (!Enqueue(v, conn, kind)) break;
@@ -510,7 +504,7 @@ void Server::CancelWait(uint64_t wait_id, uint64_t answer_conn_id) {
   InternalCommand cancel;
   cancel.type = core::CommandType::kCancelWait;
   cancel.wait_id = wait_id;
-  cancel.session = answer_conn_id;  // FlushInternal: the connection to answer, 0 none
+  cancel.answer_conn_id = answer_conn_id;
   EnqueueInternal(std::move(cancel));
 }
 

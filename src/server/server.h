@@ -138,6 +138,7 @@ class Server final : public replication::StateMachineHooks {
     uint32_t lock_delay_ms = 0;
     std::string name;
     std::string owner;
+    uint64_t answer_conn_id = 0;  // CancelWait of a WAIT that ran out: who gets null
   };
 
   static void OnNewConnection(uv_stream_t* listener, int status);
