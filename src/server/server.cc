@@ -482,6 +482,21 @@ void Server::HandleEffects() {
     conn->Unblock();
   }
   for (uint64_t session : effects_.sessions_ended) leases_.erase(session);
+  if (!effects_.sessions_ended.empty()) CompactLeaseHeap();
+}
+
+void Server::CompactLeaseHeap() {
+  // An ended session's heap entry stays until its deadline comes up, which
+  // can be an hour away; under session churn dead entries would pile up.
+  // Rebuilding once they outnumber the live ones keeps the heap within twice
+  // the sessions, at amortised O(1) per ended session.
+  if (lease_heap_.size() <= 2 * leases_.size() + 1024) return;
+  std::vector<HeapEntry> live;
+  live.reserve(leases_.size());
+  for (const auto& [session, lease] : leases_) live.emplace_back(lease.deadline_ms, session);
+  lease_heap_ = decltype(lease_heap_)(std::greater<>(), std::move(live));
+  lease_timer_due_ms_ = 0;
+  ArmLeaseTimer();
 }
 
 void Server::WaitCancelled(uint64_t wait_id) {

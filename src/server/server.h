@@ -170,6 +170,7 @@ class Server final : public replication::StateMachineHooks {
   void BecomeServing();
   void StopServing(const Status& why);
   void ArmLeaseTimer();
+  void CompactLeaseHeap();
   void ExpireDueSessions();
   void ArmDelayTimer();
   void EnqueueInternal(InternalCommand cmd);
