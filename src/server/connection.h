@@ -107,7 +107,6 @@ class Connection {
   uint64_t wait_deadline_ms_ = 0;
   uint64_t wait_id_ = 0;
   std::vector<std::string_view> args_;  // reused
-  friend class Server;
 };
 
 }  // namespace tumbler::server

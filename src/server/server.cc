@@ -1,12 +1,9 @@
 #include "server/server.h"
 
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cassert>
-#include <cerrno>
-#include <cstring>
 
 #include "server/connection.h"
 #include "server/log.h"
@@ -23,20 +20,6 @@ uint64_t RandomIncarnation() {
     if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = static_cast<uint64_t>(getpid()) << 32 ^ Server::NowMs();
   }
   return v;
-}
-
-Status MakeDirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      if (!partial.empty() && mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-        return Status(StatusCode::kUnavailable,
-                      "cannot create directory " + partial + ": " + strerror(errno));
-      }
-    }
-    if (i < path.size()) partial += path[i];
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -97,9 +80,7 @@ Status Server::Start() {
   signal(SIGPIPE, SIG_IGN);
 
   if (config_.durability == Durability::kRaft) {
-    Status st = MakeDirs(config_.data_dir);
-    if (!st.ok()) return st;
-    replication::RaftOptions opts;
+    replication::RaftOptions opts;  // OpenRaftLog creates data_dir (0700)
     opts.data_dir = config_.data_dir;
     opts.node_id = config_.node_id;
     uint32_t raft_port = config_.raft_port_set ? config_.raft_port : (config_.port + 100u) % 65536u;
@@ -160,12 +141,6 @@ void Server::OnNewConnection(uv_stream_t* listener, int status) {
   }
   self->connections_.emplace(conn->id(), conn);
   conn->Start();
-  if (self->shutting_down_) {
-    conn->writer().Error(self->NotServingStatus());
-    conn->Dirty();
-    conn->CloseAfterFlush();
-    return;
-  }
   if (self->connections_.size() > self->config_.connections_max) {
     conn->writer().Error(Status(StatusCode::kLimit, "max connections reached (" +
                                                         std::to_string(self->config_.connections_max) +
@@ -433,9 +408,7 @@ void Server::RouteLockResult(Connection* conn, const PendingCommand& pending,
   if (!result.status.ok()) {
     w.Error(result.status);
   } else if (result.lock_outcome == core::LockOutcome::kGranted) {
-    w.ArrayHeader(2);
-    w.Integer(static_cast<int64_t>(result.token));
-    w.Integer(result.hold_count);
+    WriteGrant(conn, result.token, result.hold_count);
   } else if (result.lock_outcome == core::LockOutcome::kQueued) {
     waits_.emplace(result.wait_id, WaitRecord{conn->id(), cmd.session, std::string(cmd.name),
                                               std::string(cmd.owner)});
@@ -450,34 +423,25 @@ void Server::RouteLockResult(Connection* conn, const PendingCommand& pending,
 }
 
 void Server::HandleEffects() {
+  WaitRecord rec;
   for (const core::Effects::Grant& g : effects_.grants) {
-    auto it = waits_.find(g.wait_id);
-    if (it == waits_.end()) continue;  // another node's wait, or a restarted one's
-    WaitRecord rec = std::move(it->second);
-    waits_.erase(it);
-    Connection* conn = FindConnection(rec.conn_id);
-    if (conn != nullptr && conn->wait_id() == g.wait_id) {
-      protocol::ReplyWriter w = conn->writer();
-      w.ArrayHeader(2);
-      w.Integer(static_cast<int64_t>(g.token));
-      w.Integer(g.hold_count);
-      conn->Dirty();
-      conn->Unblock();
-    } else {
+    // No record: another node's wait, or one from before a restart.
+    if (!TakeWait(g.wait_id, &rec)) continue;
+    Connection* conn = Waiter(rec, g.wait_id);
+    if (conn == nullptr) {
       ReleaseUnseenGrant(rec.session, std::move(rec.name), std::move(rec.owner));
+      continue;
     }
+    WriteGrant(conn, g.token, g.hold_count);
+    conn->Unblock();
   }
   for (const core::Effects::WaitEnded& e : effects_.ended) {
-    auto it = waits_.find(e.wait_id);
-    if (it == waits_.end()) continue;
-    Connection* conn = FindConnection(it->second.conn_id);
-    waits_.erase(it);
-    if (conn == nullptr || conn->wait_id() != e.wait_id) continue;
-    if (e.reason == StatusCode::kNoSession) {
-      conn->writer().Error(Status(StatusCode::kNoSession, "the session ended while waiting"));
-    } else {
-      conn->writer().Error(Status(e.reason, "the wait was cancelled by a leader change"));
-    }
+    if (!TakeWait(e.wait_id, &rec)) continue;
+    Connection* conn = Waiter(rec, e.wait_id);
+    if (conn == nullptr) continue;
+    conn->writer().Error(e.reason == StatusCode::kNoSession
+                             ? Status(StatusCode::kNoSession, "the session ended while waiting")
+                             : Status(e.reason, "the wait was cancelled by a leader change"));
     conn->Dirty();
     conn->Unblock();
   }
@@ -503,14 +467,34 @@ void Server::WaitCancelled(uint64_t wait_id) {
   // The wait is out of the state machine now (or was granted or ended before
   // the cancel applied, and its record is already gone). A live connection
   // still waiting on it ran out of WAIT time: it gets null.
-  auto it = waits_.find(wait_id);
-  if (it == waits_.end()) return;
-  Connection* conn = FindConnection(it->second.conn_id);
-  waits_.erase(it);
-  if (conn == nullptr || conn->wait_id() != wait_id) return;
+  WaitRecord rec;
+  if (!TakeWait(wait_id, &rec)) return;
+  Connection* conn = Waiter(rec, wait_id);
+  if (conn == nullptr) return;
   conn->writer().NullArray();
   conn->Dirty();
   conn->Unblock();
+}
+
+bool Server::TakeWait(uint64_t wait_id, WaitRecord* record) {
+  auto it = waits_.find(wait_id);
+  if (it == waits_.end()) return false;
+  *record = std::move(it->second);
+  waits_.erase(it);
+  return true;
+}
+
+Connection* Server::Waiter(const WaitRecord& record, uint64_t wait_id) const {
+  Connection* conn = FindConnection(record.conn_id);
+  return conn != nullptr && conn->wait_id() == wait_id ? conn : nullptr;
+}
+
+void Server::WriteGrant(Connection* conn, uint64_t token, uint32_t hold_count) {
+  protocol::ReplyWriter w = conn->writer();
+  w.ArrayHeader(2);
+  w.Integer(static_cast<int64_t>(token));
+  w.Integer(hold_count);
+  conn->Dirty();
 }
 
 void Server::WaitTimedOut(Connection* conn) { CancelWait(conn->wait_id(), conn->id()); }
@@ -626,11 +610,6 @@ bool Server::TouchSession(uint64_t session) {
   if (it->second.expiring) return false;
   it->second.deadline_ms = NowMs() + it->second.ttl_ms;
   return true;
-}
-
-bool Server::SessionExpiring(uint64_t session) const {
-  auto it = leases_.find(session);
-  return it != leases_.end() && it->second.expiring;
 }
 
 int64_t Server::SessionExpiresInMs(uint64_t session) const {

@@ -87,7 +87,6 @@ class Server final : public replication::StateMachineHooks {
   // internal commands). Returns false when the batch is full; the caller stops
   // processing and is resumed by ResumeStalled().
   bool Enqueue(const core::CommandView& cmd, Connection* conn, ReplyKind kind);
-  bool BatchFull() const;
   void AddStalled(Connection* conn);
   // A connection's LOCK ... WAIT ran out: cancel the wait through the log; the
   // null reply is sent when the cancel applies (unless a grant came first).
@@ -98,8 +97,6 @@ class Server final : public replication::StateMachineHooks {
   bool TouchSession(uint64_t session);
   // Milliseconds until `session` expires on this leader, or -1 if unknown.
   int64_t SessionExpiresInMs(uint64_t session) const;
-  // True if an expiry of `session` has been proposed and not applied yet.
-  bool SessionExpiring(uint64_t session) const;
 
   // Connection lifecycle.
   void OnConnectionClosed(Connection* conn);
@@ -125,8 +122,8 @@ class Server final : public replication::StateMachineHooks {
   // connection of this node. conn_id 0: the connection closed; a grant must be
   // released again.
   struct WaitRecord {
-    uint64_t conn_id;
-    uint64_t session;
+    uint64_t conn_id = 0;
+    uint64_t session = 0;
     std::string name;
     std::string owner;
   };
@@ -160,6 +157,14 @@ class Server final : public replication::StateMachineHooks {
   void RouteLockResult(Connection* conn, const PendingCommand& pending,
                        const core::CommandView& cmd, const core::CommandResult& result);
   void HandleEffects();
+  bool BatchFull() const;
+  // Removes the record of `wait_id` into *record; false if there is none.
+  bool TakeWait(uint64_t wait_id, WaitRecord* record);
+  // The connection still blocked on that wait, or nullptr (it closed, or it
+  // already has its answer).
+  Connection* Waiter(const WaitRecord& record, uint64_t wait_id) const;
+  // Writes a LOCK grant reply: [token, hold_count].
+  void WriteGrant(Connection* conn, uint64_t token, uint32_t hold_count);
   // A CancelWait was applied: drop the wait's record, answer null to its
   // connection if that connection still waits on it.
   void WaitCancelled(uint64_t wait_id);
