@@ -13,6 +13,10 @@ packages=(
   python3                               # integration test harness
   redis-server redis-tools              # the peer in benchmarks, redis-cli interop tests
   jq                                    # bench/run.sh reads tumbler-bench's JSON
+  # Client backends over other systems (docs/backends.md): client libraries
+  # to build them, servers to test and benchmark them against.
+  libpq-dev libmariadb-dev libzookeeper-mt-dev
+  postgresql mariadb-server mariadb-client etcd-server etcd-client zookeeper
 )
 if [ "${1:-}" = "--print" ]; then
   printf '%s\n' "${packages[@]}"

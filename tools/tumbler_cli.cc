@@ -25,11 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "backends_table.h"
 #include "cli_args.h"
 #include "client/channel.h"
 #include "client/url.h"
 #include "core/limits.h"
 #include "protocol/resp.h"
+#include "tumbler/backends.h"
 #include "tumbler/client.h"
 #include "tumbler/mutex.h"
 
@@ -67,11 +69,14 @@ Commands:
   sessions         list session ids
   info [SECTION]   show server facts (INFO)
   check NAME TOKEN is TOKEN a current holder's token of NAME?
+  backends         what each backend (tumbler://, redis://, ...) guarantees
   help [COMMAND]   this text, or a command's
 
 Global options (before or after the command):
   --server URL        tumbler://host:port[,host:port...]; default $TUMBLER_SERVER,
-                      else tumbler://127.0.0.1:7420
+                      else tumbler://127.0.0.1:7420. `run` also takes the URL of
+                      another backend (redis://, redlock://, etcd://,
+                      zookeeper://, postgres://, mysql://: `tumbler backends`)
   --timeout DURATION  bound on each request that does not wait for a lock
                       (connect, redirects, retries, reply); default 5s
   --help              help for the command
@@ -188,6 +193,12 @@ Prints session ids, one per line, ascending; at most N (default 1000).
 
 Prints the server's INFO text: role, leader, term, commit_index, sessions,
 locks, waiters, connections, uptime_s, version.
+)"},
+    {"backends", R"(usage: tumbler backends [--markdown]
+
+Prints which properties each lock backend of the client library provides
+(yes / partial / no) and how. --markdown prints the table of docs/backends.md.
+Needs no server. Exit: 0.
 )"},
     {"check", R"(usage: tumbler check NAME TOKEN
 
@@ -969,10 +980,33 @@ struct Command {
   int (*run)(Globals, const std::vector<std::string>&);
 };
 
+int CmdBackends(Globals globals, const std::vector<std::string>& argv) {
+  int code = 0;
+  auto args = ParseCommand("backends", argv, {{"--markdown", false}}, false, &globals, &code);
+  if (!args) return code;
+  if (!args->positional.empty()) return Usage("backends takes no arguments", "backends");
+  if (args->has("--markdown")) {
+    std::cout << BackendsMarkdown();
+    return kExitOk;
+  }
+  for (const BackendInfo& b : Backends()) {
+    std::cout << b.scheme << "://  " << b.name << "  (" << b.url << ")\n";
+    for (const Capability& c : b.capabilities) {
+      std::string_view word = c.support == Support::kYes       ? "yes"
+                              : c.support == Support::kPartial ? "partial"
+                                                               : "no";
+      std::cout << "  " << PropertyName(c.property) << ": " << word << " - " << c.note << "\n";
+    }
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
 const Command kCommands[] = {
     {"lock", CmdLock},       {"unlock", CmdUnlock}, {"run", CmdRun},
     {"session", CmdSession}, {"inspect", CmdInspect}, {"locks", CmdLocks},
     {"sessions", CmdSessions}, {"info", CmdInfo},    {"check", CmdCheck},
+    {"backends", CmdBackends},
 };
 
 int Main(int argc, char** argv) {

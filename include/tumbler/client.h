@@ -43,6 +43,7 @@
 #include <string_view>
 #include <thread>
 
+#include "tumbler/backends.h"
 #include "tumbler/mutex.h"
 #include "tumbler/status.h"
 
@@ -72,10 +73,12 @@ class Client {
  public:
   // Parses `url`, connects, and opens the session. `url` is
   // "tumbler://host:port" or, for a cluster, "tumbler://h1:p1,h2:p2,..." (port
-  // 7420 when omitted; IPv6 hosts in brackets). Starts the watchdog thread.
-  // Takes at most about options.op_timeout. Errors:
+  // 7420 when omitted; IPv6 hosts in brackets), or the URL of another backend:
+  // redis://, redlock://, etcd://, zookeeper://, postgres://, mysql:// (their
+  // URL forms and guarantees: docs/backends.md; include/tumbler/backends.h).
+  // Starts the watchdog thread. Takes at most about options.op_timeout. Errors:
   //   kInvalidArgument  a malformed URL, or an option out of range.
-  //   kUnsupported      a URL of another backend (redis://, etcd://, ...).
+  //   kUnsupported      a scheme no backend serves.
   //   kUnavailable      no node could be reached; the message says why.
   //   kTimeout          a node was reached but did not answer in time.
   //   kNotLeader, kTryAgain: no leader could be found in time.
@@ -98,6 +101,10 @@ class Client {
   Mutex NewMutex(std::string name) const;
   // The same for a reader-writer lock.
   SharedMutex NewSharedMutex(std::string name) const;
+
+  // The backend this Client talks to and what it can guarantee
+  // (docs/backends.md).
+  const BackendInfo& backend() const;
 
   // The session id the server gave (> 0); 0 for an empty Client.
   uint64_t SessionId() const;
@@ -131,7 +138,7 @@ class Client {
  private:
   Client() = default;
 
-  std::shared_ptr<client::ClientState> state_;
+  std::shared_ptr<client::Backend> state_;
   std::thread watchdog_;
 };
 

@@ -56,7 +56,7 @@ namespace tumbler {
 
 class Client;
 namespace client {
-class ClientState;
+class Backend;
 }  // namespace client
 
 // The error category of LockError codes: the value is a StatusCode. Codes
@@ -145,6 +145,10 @@ class Mutex {
   // token"), or 0 if the calling thread holds no hold of this lock. Nested
   // holds share the token of the first. Local; never blocks on the network.
   uint64_t token() const;
+  // The same, with the reason when there is no token: kUnsupported on a
+  // backend without fencing tokens (redlock://, mysql:// ...: see
+  // docs/backends.md), kNotHeld when the calling thread holds no hold.
+  Result<uint64_t> FencingToken() const;
   // The calling thread's hold count (0 if none). Local.
   uint32_t hold_count() const;
 
@@ -174,7 +178,7 @@ class Mutex {
 
  protected:
   friend class Client;
-  Mutex(std::shared_ptr<client::ClientState> state, std::string name)
+  Mutex(std::shared_ptr<client::Backend> state, std::string name)
       : state_(std::move(state)), name_(std::move(name)) {}
 
   // unlock() / unlock_shared(): throws LockError only for the caller's error.
@@ -191,7 +195,7 @@ class Mutex {
     return std::chrono::ceil<Ms>(d);
   }
 
-  std::shared_ptr<client::ClientState> state_;
+  std::shared_ptr<client::Backend> state_;
   std::string name_;
 };
 
@@ -229,7 +233,7 @@ class SharedMutex : public Mutex {
 
  private:
   friend class Client;
-  SharedMutex(std::shared_ptr<client::ClientState> state, std::string name)
+  SharedMutex(std::shared_ptr<client::Backend> state, std::string name)
       : Mutex(std::move(state), std::move(name)) {}
 };
 

@@ -1,10 +1,9 @@
-// tumbler::Client: the public handle over client::ClientState.
+// tumbler::Client: the public handle over a client::Backend (backend.h).
 #include "tumbler/client.h"
 
 #include <utility>
 
-#include "client/client_state.h"
-#include "client/url.h"
+#include "client/backend.h"
 
 namespace tumbler {
 
@@ -15,14 +14,10 @@ Status EmptyClient() { return Status(StatusCode::kSessionLost, "empty (moved-fro
 }  // namespace
 
 Result<Client> Client::Connect(std::string_view url, ClientOptions options) {
-  Result<std::vector<client::Endpoint>> endpoints = client::ParseServerUrl(url);
-  if (!endpoints.ok()) return endpoints.status();
-  if (Status status = client::ClientState::ValidateOptions(options); !status.ok()) {
-    return status;
-  }
-  auto state = std::make_shared<client::ClientState>(std::move(endpoints).value(),
-                                                     std::move(options));
-  if (Status status = state->OpenSession(); !status.ok()) return status;
+  Result<std::shared_ptr<client::Backend>> made = client::MakeBackend(url, options);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<client::Backend> state = std::move(made).value();
+  if (Status status = state->Open(); !status.ok()) return status;
   Client client;
   client.state_ = state;
   // The thread shares the state, so that it may outlive this handle when the
@@ -47,7 +42,7 @@ Client::~Client() { Close().IgnoreError(); }
 
 Status Client::Close() {
   if (!state_) return Status::Ok();
-  std::shared_ptr<client::ClientState> state = std::move(state_);
+  std::shared_ptr<client::Backend> state = std::move(state_);
   state->BeginClose();
   if (watchdog_.joinable()) {
     if (watchdog_.get_id() == std::this_thread::get_id()) {
@@ -66,6 +61,8 @@ Mutex Client::NewMutex(std::string name) const { return Mutex(state_, std::move(
 SharedMutex Client::NewSharedMutex(std::string name) const {
   return SharedMutex(state_, std::move(name));
 }
+
+const BackendInfo& Client::backend() const { return state_ ? state_->info() : *FindBackend("tumbler"); }
 
 uint64_t Client::SessionId() const { return state_ ? state_->session_id() : 0; }
 

@@ -83,7 +83,7 @@ TEST_F(ClientTest, ConnectRejectsBadOptions) {
   Result<Client> client = Client::Connect(server_.url(), options);
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Client::Connect("redis://127.0.0.1:6379").status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(Client::Connect("memcached://127.0.0.1:11211").status().code(), StatusCode::kUnsupported);
 }
 
 TEST_F(ClientTest, UniqueLockExcludesThreads) {

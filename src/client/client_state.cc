@@ -429,12 +429,15 @@ void ClientState::EndOp(const HoldTable::Key& key) {
 uint64_t ClientState::Token(std::string_view name) const {
   HoldTable::Key key(std::string(name), ThreadOwnerTag());
   std::lock_guard<std::mutex> lock(mu_);
+  // A lost or closed session holds nothing, whatever the table remembers.
+  if (lost_ || closed_) return 0;
   return holds_.Token(key);
 }
 
 uint32_t ClientState::HoldCount(std::string_view name) const {
   HoldTable::Key key(std::string(name), ThreadOwnerTag());
   std::lock_guard<std::mutex> lock(mu_);
+  if (lost_ || closed_) return 0;
   return holds_.Count(key);
 }
 
@@ -750,5 +753,39 @@ Status ClientState::ReleaseBusy(const HoldTable::Key& key) {
   }
   return Status::Ok();
 }
+
+}  // namespace tumbler::client
+
+namespace tumbler::client {
+namespace {
+
+constexpr Capability kTumblerCapabilities[] = {
+    {Property::kMutualExclusion, Support::kYes,
+     "one replicated state machine decides every grant; a grant is replied only after it is committed"},
+    {Property::kCrashRelease, Support::kYes, "session TTL lease; expiry releases every hold"},
+    {Property::kRenewal, Support::kYes, "the watchdog renews the session every TTL/3"},
+    {Property::kBlocking, Support::kYes, "server-side `LOCK ... WAIT`; the reply is the grant"},
+    {Property::kTryLock, Support::kYes, "`LOCK` without `WAIT`"},
+    {Property::kReentrancy, Support::kYes,
+     "holder = (session, thread); nested holds counted in the client, hold counts on the server"},
+    {Property::kFairness, Support::kYes, "strict FIFO queue per lock; readers never barge past a queued writer"},
+    {Property::kFencing, Support::kYes, "strictly increasing 64-bit token from the state machine; `CHECK`"},
+    {Property::kSharedMode, Support::kYes, "`LOCK ... SHARED`"},
+    {Property::kNoHerd, Support::kYes, "a release wakes only the waiters it grants"},
+    {Property::kDeadlockDetection, Support::kYes, "wait-for-graph cycle detection: `DEADLOCK` names the cycle"},
+    {Property::kHighAvailability, Support::kPartial,
+     "Raft (libraft) log; cluster mode (3/5 nodes) is not finished yet: a single voter today"},
+    {Property::kDurability, Support::kYes, "the Raft log is fsync'd before a reply"},
+};
+
+}  // namespace
+
+const BackendInfo& TumblerBackendInfo() {
+  static const BackendInfo info{"tumbler", "tumblerd", "tumbler://h1:p1[,h2:p2,...]",
+                                kTumblerCapabilities};
+  return info;
+}
+
+const BackendInfo& ClientState::info() const { return TumblerBackendInfo(); }
 
 }  // namespace tumbler::client

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/backend.h"
 #include "client/channel.h"
 #include "client/hold_table.h"
 #include "client/url.h"
@@ -26,10 +27,13 @@
 
 namespace tumbler::client {
 
-class ClientState {
+class ClientState final : public Backend {
  public:
   ClientState(std::vector<Endpoint> endpoints, ClientOptions options);
-  ~ClientState();
+  ~ClientState() override;
+
+  const BackendInfo& info() const override;
+  Status Open() override { return OpenSession(); }
   ClientState(const ClientState&) = delete;
   ClientState& operator=(const ClientState&) = delete;
 
@@ -42,28 +46,29 @@ class ClientState {
   Status OpenSession();
   // The watchdog thread's body: renews the session, repairs holds, runs the
   // session-lost callback. Returns after BeginClose().
-  void RunWatchdog();
+  void RunWatchdog() override;
   // First half of Client::Close(): refuses new calls and stops the watchdog.
-  void BeginClose();
+  void BeginClose() override;
   // Second half, after the watchdog has been joined: SESSION CLOSE (unless
   // the session is lost), then wakes every call still blocked.
-  Status FinishClose();
+  Status FinishClose() override;
 
-  uint64_t session_id() const { return session_id_; }
-  Clock::time_point safe_until() const;
-  Status SessionStatus() const;
-  void SetLostCallback(std::function<void(const Status&)> callback);
+  uint64_t session_id() const override { return session_id_; }
+  Clock::time_point safe_until() const override;
+  Status SessionStatus() const override;
+  void SetLostCallback(std::function<void(const Status&)> callback) override;
 
   // --- Locks (any thread) -------------------------------------------------------
   // Acquires `name` for the calling thread. deadline: nullopt waits forever;
   // a time at or before now is a try-lock. Errors: see Mutex::Lock/TryLock.
-  Result<bool> Acquire(std::string_view name, LockMode mode, Deadline deadline);
+  Result<bool> Acquire(std::string_view name, LockMode mode, Deadline deadline) override;
   // Gives up one hold of the calling thread. Errors: see Mutex::Unlock.
   // *precondition_failed (may be null) is set when the error is the caller's:
   // the calling thread holds no such hold, or the name is invalid.
-  Status Release(std::string_view name, LockMode mode, bool* precondition_failed = nullptr);
-  uint64_t Token(std::string_view name) const;
-  uint32_t HoldCount(std::string_view name) const;
+  Status Release(std::string_view name, LockMode mode,
+                 bool* precondition_failed = nullptr) override;
+  uint64_t Token(std::string_view name) const override;
+  uint32_t HoldCount(std::string_view name) const override;
 
  private:
   // A channel leased from the pool; goes back on destruction.

@@ -1,7 +1,7 @@
-// tumbler::Mutex / SharedMutex: thin handles over client::ClientState.
+// tumbler::Mutex / SharedMutex: thin handles over a client::Backend.
 #include "tumbler/mutex.h"
 
-#include "client/client_state.h"
+#include "client/backend.h"
 
 namespace tumbler {
 namespace {
@@ -88,10 +88,23 @@ Result<bool> Mutex::TryLockUntil(std::chrono::steady_clock::time_point deadline)
 
 Status Mutex::Unlock() {
   if (!state_) return EmptyHandle();
-  return state_->Release(name_, LockMode::kExclusive);
+  return state_->Release(name_, LockMode::kExclusive, nullptr);
 }
 
 uint64_t Mutex::token() const { return state_ ? state_->Token(name_) : 0; }
+
+Result<uint64_t> Mutex::FencingToken() const {
+  if (!state_) return EmptyHandle();
+  if (!state_->info().Supports(Property::kFencing)) {
+    return Status(StatusCode::kUnsupported, std::string(state_->info().scheme) +
+                                                ":// locks have no fencing token");
+  }
+  uint64_t token = state_->Token(name_);
+  if (token == 0) {
+    return Status(StatusCode::kNotHeld, "the calling thread does not hold \"" + name_ + "\"");
+  }
+  return token;
+}
 
 uint32_t Mutex::hold_count() const { return state_ ? state_->HoldCount(name_) : 0; }
 
@@ -136,7 +149,7 @@ Result<bool> SharedMutex::TryLockSharedUntil(std::chrono::steady_clock::time_poi
 
 Status SharedMutex::UnlockShared() {
   if (!state_) return EmptyHandle();
-  return state_->Release(name_, LockMode::kShared);
+  return state_->Release(name_, LockMode::kShared, nullptr);
 }
 
 void SharedMutex::lock_shared() { ThrowIfError(LockShared()); }

@@ -1,0 +1,93 @@
+#include "client/backends/test_support.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace tumbler::testing {
+
+const char* CliPath() { return TUMBLER_CLI_PATH; }
+const char* SourceDir() { return TUMBLER_SOURCE_DIR; }
+
+bool WaitGone(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    // A zombie of a process we did not start counts as gone once it is not
+    // running any more: read its state.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (std::getline(stat, line)) {
+      size_t close = line.rfind(')');
+      if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+ExternalServer::ExternalServer(const std::string& scheme) : scheme_(scheme) {
+  char pattern[] = "/tmp/tumbler-backend-XXXXXX";
+  if (::mkdtemp(pattern) == nullptr) {
+    error_ = "mkdtemp failed";
+    return;
+  }
+  dir_ = pattern;
+  std::string script = std::string(SourceDir()) + "/tests/backends/servers/" + scheme + ".sh";
+  std::string command = "timeout 120 bash '" + script + "' '" + dir_ + "'";
+  FILE* out = ::popen(command.c_str(), "r");
+  if (out == nullptr) {
+    error_ = "cannot run " + script;
+    return;
+  }
+  std::string text;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
+  int rc = ::pclose(out);
+  std::istringstream lines(text);
+  std::string line, url;
+  while (std::getline(lines, line)) {
+    if (line.rfind("URL=", 0) == 0) url = line.substr(4);
+    if (line.rfind("PIDS=", 0) == 0) {
+      std::istringstream pids(line.substr(5));
+      long pid;
+      while (pids >> pid) pids_.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  if (rc != 0 || url.empty() || pids_.empty()) {
+    error_ = script + " failed (status " + std::to_string(rc) + "), printed: " + text;
+    Stop(/*hard=*/true);
+    return;
+  }
+  url_ = url;
+}
+
+void ExternalServer::Stop(bool hard) {
+  for (pid_t pid : pids_) ::kill(pid, hard ? SIGKILL : SIGTERM);
+  for (pid_t pid : pids_) {
+    if (!WaitGone(pid, std::chrono::seconds(hard ? 5 : 10))) {
+      ::kill(pid, SIGKILL);
+      WaitGone(pid, std::chrono::seconds(5));
+    }
+  }
+  pids_.clear();
+}
+
+ExternalServer::~ExternalServer() {
+  Stop();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+}  // namespace tumbler::testing
