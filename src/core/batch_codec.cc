@@ -51,13 +51,16 @@ bool ReadCommand(wire::Reader* r, CommandType type, CommandView* cmd) {
     case CommandType::kCancelAllWaits:
     case CommandType::kTick:
       return !r->failed();
+    case CommandType::kAnnounce:
+      r->U64(&cmd->node_id);
+      return r->Str16(&cmd->name, limits::kAddressBytesMax);
   }
   return false;
 }
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(CommandType::kOpenSession) &&
-         type <= static_cast<uint8_t>(CommandType::kTick);
+         type <= static_cast<uint8_t>(CommandType::kAnnounce);
 }
 
 }  // namespace
@@ -110,6 +113,11 @@ void BatchBuilder::Add(const CommandView& cmd) {
       break;
     case CommandType::kCancelAllWaits:
     case CommandType::kTick:
+      break;
+    case CommandType::kAnnounce:
+      assert(cmd.name.size() <= limits::kAddressBytesMax);
+      wire::PutU64(&buf_, cmd.node_id);
+      wire::PutStr16(&buf_, cmd.name);
       break;
     default:
       assert(false && "unknown command type");

@@ -14,6 +14,8 @@ namespace tumbler::limits {
 inline constexpr size_t kLockNameBytesMax = 1024;
 inline constexpr size_t kOwnerBytesMax = 256;
 inline constexpr size_t kSessionLabelBytesMax = 256;
+// A node's client address ("host:port") as a leader announces it.
+inline constexpr size_t kAddressBytesMax = 255;
 
 // --- Numbers on the wire. ----------------------------------------------------
 inline constexpr uint32_t kSessionTtlMsMin = 100;

@@ -112,6 +112,7 @@ class Model {
       case CommandType::kCancelWait: return CancelWait(c.wait_id, fx);
       case CommandType::kCancelAllWaits: return CancelAll(fx);
       case CommandType::kTick: return MResult();
+      case CommandType::kAnnounce: return MResult();
     }
     return Err(StatusCode::kErr);
   }

@@ -20,7 +20,10 @@
 namespace tumbler::core::internal {
 namespace {
 
-constexpr uint8_t kSnapshotVersion = 1;
+// 2 added the announced leader (node id, client address) after the locks;
+// version 1 snapshots are still read (no leader announced).
+constexpr uint8_t kSnapshotVersion = 2;
+constexpr uint8_t kSnapshotVersionMin = 1;
 constexpr uint8_t kModeFree = 0;
 constexpr uint8_t kModeExclusive = 1;
 constexpr uint8_t kModeShared = 2;
@@ -42,13 +45,15 @@ std::string LockLabel(std::string_view name) {
 
 class Decoder {
  public:
-  Decoder(std::string_view body, StateMachineImpl* m) : r_(body), m_(*m) {}
+  Decoder(std::string_view body, uint8_t version, StateMachineImpl* m)
+      : r_(body), version_(version), m_(*m) {}
 
   Status Run() {
     Status st = ReadHeader();
     if (st.ok()) st = ReadSessions();
     if (st.ok()) st = ReadLocks();
     if (st.ok()) st = CheckSessions();
+    if (st.ok() && version_ >= 2) st = ReadLeader();
     if (st.ok() && r_.remaining() != 0) st = Corrupt("trailing bytes after the locks");
     return st;
   }
@@ -69,6 +74,14 @@ class Decoder {
         m_.last_wait_id > limits::kSnapshotCounterMax) {
       return Corrupt("a counter is out of range");
     }
+    return Status::Ok();
+  }
+
+  Status ReadLeader() {
+    std::string_view address;
+    r_.U64(&m_.announced_node_id);
+    if (!r_.Str16(&address, limits::kAddressBytesMax)) return Truncated();
+    m_.announced_address.assign(address);
     return Status::Ok();
   }
 
@@ -258,6 +271,7 @@ class Decoder {
   }
 
   wire::Reader r_;
+  uint8_t version_;
   StateMachineImpl& m_;
   Session* last_session_ = nullptr;
   std::vector<std::pair<uint64_t, std::string_view>> nodes_;
@@ -304,6 +318,8 @@ void EncodeSnapshotImpl(const StateMachineImpl& m, std::string* out) {
       PutU8(out, w->shared ? 1 : 0);
     }
   }
+  PutU64(out, m.announced_node_id);
+  PutStr16(out, m.announced_address);
   PutU32(out, Crc32c(std::string_view(*out).substr(start)));
 }
 
@@ -311,7 +327,7 @@ Status DecodeSnapshotImpl(std::string_view in, StateMachineImpl* fresh) {
   assert(fresh->sessions.empty() && fresh->locks.empty());
   if (in.size() < 1 + 4) return Corrupt("truncated");
   auto version = static_cast<uint8_t>(in[0]);
-  if (version != kSnapshotVersion) {
+  if (version < kSnapshotVersionMin || version > kSnapshotVersion) {
     return Corrupt("unsupported version " + std::to_string(version));
   }
   std::string_view covered = in.substr(0, in.size() - 4);
@@ -321,7 +337,7 @@ Status DecodeSnapshotImpl(std::string_view in, StateMachineImpl* fresh) {
   assert(read);
   (void)read;
   if (Crc32c(covered) != stored_crc) return Corrupt("checksum mismatch");
-  return Decoder(covered.substr(1), fresh).Run();
+  return Decoder(covered.substr(1), version, fresh).Run();
 }
 
 }  // namespace tumbler::core::internal

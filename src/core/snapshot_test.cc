@@ -109,7 +109,7 @@ TEST(SnapshotTest, RoundTripGivesIdenticalBytes) {
 TEST(SnapshotTest, EmptyMachineRoundTrip) {
   StateMachine sm;
   std::string snap = Encode(sm);
-  EXPECT_EQ(snap.size(), 1u + 4 * 8 + 4 + 4 + 4);
+  EXPECT_EQ(snap.size(), 1u + 4 * 8 + 4 + 4 + 8 + 2 + 4);
   StateMachine restored;
   ASSERT_TRUE(restored.DecodeSnapshot(snap).ok());
   EXPECT_EQ(Encode(restored), snap);
@@ -207,8 +207,8 @@ TEST_F(SnapshotRejectTest, BadVersionAndTrailingBytes) {
   std::string body = Encode(sm);
   body.resize(body.size() - 4);
   std::string v2 = body;
-  v2[0] = 2;
-  ExpectRejected(WithCrc(v2), "version 2");
+  v2[0] = 3;
+  ExpectRejected(WithCrc(v2), "version 3");
   v2[0] = 0;
   ExpectRejected(WithCrc(v2), "version 0");
   ExpectRejected(WithCrc(body + "x"), "trailing");
@@ -242,13 +242,15 @@ struct SessionD {
   std::string label;
 };
 struct SnapD {
-  uint8_t version = 1;
+  uint8_t version = 2;
   uint64_t log_time_ms = 100;
   uint64_t last_token = 10;
   uint64_t last_session_id = 3;
   uint64_t last_wait_id = 6;
   std::vector<SessionD> sessions;
   std::vector<LockD> locks;
+  uint64_t announced_node_id = 2;        // version 2
+  std::string announced_address = "127.0.0.1:7421";
 };
 
 class Bytes {
@@ -302,6 +304,10 @@ std::string Build(const SnapD& d) {
       b.U8(w.shared);
     }
   }
+  if (d.version >= 2) {
+    b.U64(d.announced_node_id);
+    b.Str(d.announced_address);
+  }
   return WithCrc(b.out_);
 }
 
@@ -328,6 +334,24 @@ TEST(SnapshotFormatTest, HandBuiltSnapshotMatchesTheDocument) {
   EXPECT_EQ(sm.Inspect("c")->delay_until_ms, 200u);
   EXPECT_EQ(sm.WaitIds(), (std::vector<uint64_t>{4, 5, 6}));
   EXPECT_EQ(sm.GetStats().last_token, 10u);
+  EXPECT_EQ(sm.announced_node_id(), 2u);
+  EXPECT_EQ(sm.announced_address(), "127.0.0.1:7421");
+}
+
+TEST(SnapshotFormatTest, Version1SnapshotsAreStillRead) {
+  SnapD d = Valid();
+  d.version = 1;
+  StateMachine sm;
+  Status st = sm.DecodeSnapshot(Build(d));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(sm.Inspect("a")->holders[0].count, 2u);
+  EXPECT_EQ(sm.announced_node_id(), 0u);
+  EXPECT_EQ(sm.announced_address(), "");
+  // Written back as the current version, with no leader announced.
+  d.version = 2;
+  d.announced_node_id = 0;
+  d.announced_address = "";
+  EXPECT_EQ(Encode(sm), Build(d));
 }
 
 TEST_F(SnapshotRejectTest, BadContent) {
@@ -357,6 +381,7 @@ TEST_F(SnapshotRejectTest, BadContent) {
       {"hold count too large", [](SnapD* d) { d->locks[0].holders[0].count = 1'000'001; }},
       {"token past counter", [](SnapD* d) { d->locks[1].holders[1].token = 11; }},
       {"token 0", [](SnapD* d) { d->locks[0].holders[0].token = 0; }},
+      {"announced address too long", [](SnapD* d) { d->announced_address.assign(256, 'h'); }},
       {"tokens not ascending", [](SnapD* d) { d->locks[1].holders[1].token = 5; }},
       {"same holder twice", [](SnapD* d) { d->locks[1].holders[1] = {1, "x", 1, 8}; }},
       {"waiter without session", [](SnapD* d) { d->locks[0].waiters[0].session = 9; }},
@@ -384,6 +409,7 @@ TEST_F(SnapshotRejectTest, BadContent) {
 
 TEST_F(SnapshotRejectTest, HugeCountsDoNotAllocate) {
   SnapD d;
+  d.version = 1;  // the layout that ends with the lock count
   d.sessions = {{1, 1000, ""}};
   std::string body = Build(d);
   body.resize(body.size() - 4 - 4);  // drop crc and lock count

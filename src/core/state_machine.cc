@@ -544,6 +544,14 @@ CommandResult StateMachine::Apply(const CommandView& cmd, uint64_t log_time_ms,
       return CancelAllWaits(m, effects);
     case CommandType::kTick:
       return CommandResult();
+    case CommandType::kAnnounce:
+      if (cmd.node_id == 0 || cmd.name.size() > limits::kAddressBytesMax) {
+        return Fail(StatusCode::kErr, "announce needs a node id > 0 and an address of at most " +
+                                          std::to_string(limits::kAddressBytesMax) + " bytes");
+      }
+      m.announced_node_id = cmd.node_id;
+      m.announced_address.assign(cmd.name);
+      return CommandResult();
   }
   return Fail(StatusCode::kErr,
               "unknown command type " + std::to_string(static_cast<int>(cmd.type)));
@@ -650,6 +658,10 @@ Stats StateMachine::GetStats() const {
 }
 
 uint64_t StateMachine::log_time_ms() const { return impl_->log_time_ms; }
+
+uint64_t StateMachine::announced_node_id() const { return impl_->announced_node_id; }
+
+const std::string& StateMachine::announced_address() const { return impl_->announced_address; }
 
 void StateMachine::EncodeSnapshot(std::string* out) const {
   internal::EncodeSnapshotImpl(*impl_, out);

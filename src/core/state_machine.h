@@ -41,6 +41,7 @@ enum class CommandType : uint8_t {
   kCancelWait = 6,    // wait_id: a WAIT timed out or its connection closed
   kCancelAllWaits = 7,// a new leader (or a restarted node) drops orphaned waits
   kTick = 8,          // only advances log time: ends lock-delays that ran out
+  kAnnounce = 9,      // a new leader names itself: node_id, client address (in name)
 };
 
 // One command as it sits in a log entry. Strings are views into the entry's
@@ -55,6 +56,7 @@ struct CommandView {
   bool shared = false;         // Lock
   bool wait = false;           // Lock: queue if not grantable now
   uint64_t wait_id = 0;        // CancelWait
+  uint64_t node_id = 0;        // Announce (its client address is in `name`)
 };
 
 // What a Lock command did.
@@ -202,6 +204,10 @@ class StateMachine {
   std::vector<uint64_t> WaitIds() const;
   Stats GetStats() const;
   uint64_t log_time_ms() const;
+  // The last leader that announced itself (kAnnounce): its node id (0: none
+  // yet) and client address. Followers name it in NOTLEADER.
+  uint64_t announced_node_id() const;
+  const std::string& announced_address() const;
 
   // --- Snapshots (format: docs/snapshot-format.md). -------------------------
   // Appends the whole state to *out: a version byte, the body, a CRC32C.

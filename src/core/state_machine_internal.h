@@ -234,6 +234,8 @@ struct StateMachineImpl {
   uint64_t last_session_id = 0;  // session ids start at 1
   uint64_t last_wait_id = 0;     // wait ids start at 1
   uint64_t holds_count = 0;      // number of Holder entries over all locks
+  uint64_t announced_node_id = 0;  // kAnnounce: the last leader that named itself
+  std::string announced_address;
 
   std::map<uint64_t, Session> sessions;
   LockMap locks;

@@ -48,6 +48,15 @@ class MemoryLog final : public ReplicatedLog {
     return Enqueue(false, entry, std::move(done));
   }
 
+  uint32_t voters() const override { return 1; }
+  Status AddVoter(uint64_t, const std::string&, DoneFn) override { return NoPeers(); }
+  Status RemoveNode(uint64_t, DoneFn) override { return NoPeers(); }
+  Status TransferLeadership(uint64_t, DoneFn) override { return NoPeers(); }
+  static Status NoPeers() {
+    return Status(StatusCode::kUnsupported,
+                  "--durability=none runs one node in memory: it has no peers");
+  }
+
   Status Barrier(DoneFn done) override {
     AssertNotInCallback();
     assert(done);

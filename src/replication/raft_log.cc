@@ -1,7 +1,7 @@
 // The replicated log over libraft 0.15 (canonical's C raft, Debian
-// libraft-dev). Today a cluster of one voter; the cluster work adds peers
-// (raft_add + raft_assign) without changing this shape: the transport is
-// already TCP and the node already has an id and an address.
+// libraft-dev): one voter, or a cluster bootstrapped from an initial voter
+// list, grown and shrunk by AddVoter (raft_add + raft_assign) / RemoveNode,
+// over libraft's TCP transport.
 //
 // docs/replication.md describes the data dir, the snapshot frame, crash-only
 // shutdown and which LIBRAFT.md pitfall is handled where. In short:
@@ -153,7 +153,17 @@ class RaftLog final : public ReplicatedLog {
 
   Status Propose(std::string_view entry, DoneFn done) override;
   Status Barrier(DoneFn done) override;
+  Status AddVoter(uint64_t id, const std::string& address, DoneFn done) override;
+  Status RemoveNode(uint64_t id, DoneFn done) override;
+  Status TransferLeadership(uint64_t id, DoneFn done) override;
   LogStatus GetStatus() const override;
+  uint32_t voters() const override {
+    uint32_t n = 0;
+    for (unsigned i = 0; i < raft_.configuration.n; ++i) {
+      if (raft_.configuration.servers[i].role == RAFT_VOTER) ++n;
+    }
+    return n;
+  }
   uint32_t in_flight() const override { return in_flight_; }
 
  private:
@@ -193,6 +203,11 @@ class RaftLog final : public ReplicatedLog {
   static void ApplyDone(struct raft_apply* apply, int status, void* result);
   static void BarrierDone(struct raft_barrier* barrier, int status);
   static void Complete(Request* request, int raft_status);
+  static void ChangeDone(struct raft_change* change, int status);
+  static void OnAssignTimer(uv_timer_t* timer);
+  static void TransferDone(struct raft_transfer* transfer);
+  void FinishChange(const Status& status);
+  const struct raft_server* FindServer(uint64_t id) const;
 
   uv_loop_t* loop_;
   RaftOptions options_;
@@ -213,6 +228,17 @@ class RaftLog final : public ReplicatedLog {
   int callback_depth_ = 0;
   // What RestoreSnapshot said when it failed during raft_start.
   Status restore_status_;
+
+  // The one membership change in flight (libraft allows one at a time).
+  // AddVoter is two changes: raft_add, then, from a timer (never from inside
+  // the callback, LIBRAFT.md pitfall 2), raft_assign(VOTER).
+  struct raft_change change_ {};
+  DoneFn change_done_;
+  uint64_t change_id_ = 0;
+  bool change_assign_next_ = false;
+  uv_timer_t assign_timer_ {};
+  struct raft_transfer transfer_ {};
+  DoneFn transfer_done_;
 };
 
 Status RaftLog::Start() {
@@ -222,11 +248,23 @@ Status RaftLog::Start() {
     return Status(StatusCode::kErr, std::string("raft_uv_tcp_init: ") + raft_strerror(rv));
   }
   stage_ = Stage::kTransport;
+  if (!options_.bind_address.empty()) {
+    rv = raft_uv_tcp_set_bind_address(&transport_, options_.bind_address.c_str());
+    if (rv != 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    "raft bind address " + options_.bind_address + ": " + raft_strerror(rv));
+    }
+  }
   rv = raft_uv_init(&io_, loop_, dir, &transport_);
   if (rv != 0) {
     return Status(StatusCode::kErr, "raft_uv_init " + options_.data_dir + ": " + io_.errmsg);
   }
   stage_ = Stage::kIo;
+  // A peer that went away is dialled again this soon (libraft's default is
+  // a second, which a restarted node would wait out before it catches up).
+  raft_uv_set_connect_retry_delay(&io_, 100);
+  uv_timer_init(loop_, &assign_timer_);
+  assign_timer_.data = this;
 
   // Version 1: snapshots are taken synchronously on the loop and libraft
   // frees their buffers (version 3 fails at raft_init, LIBRAFT.md pitfall 4).
@@ -265,13 +303,23 @@ Status RaftLog::Start() {
   return Status::Ok();
 }
 
-// The first configuration: this node as the only voter. Peers join later
-// through raft_add + raft_assign on the leader.
+// The first configuration: the initial voters (every node of a new cluster
+// bootstraps the same list), or this node alone, whom peers join later through
+// AddVoter. A joining node bootstraps nothing: the leader sends it the
+// configuration. RAFT_CANTBOOTSTRAP (a data dir with state) is the caller's
+// "already bootstrapped".
 int RaftLog::Bootstrap() {
+  if (options_.join) return 0;
   struct raft_configuration configuration;
   raft_configuration_init(&configuration);
-  int rv = raft_configuration_add(&configuration, options_.node_id, options_.raft_address.c_str(),
-                                  RAFT_VOTER);
+  int rv = 0;
+  if (options_.initial_voters.empty()) {
+    rv = raft_configuration_add(&configuration, options_.node_id, options_.raft_address.c_str(),
+                                RAFT_VOTER);
+  }
+  for (const auto& [id, address] : options_.initial_voters) {
+    if (rv == 0) rv = raft_configuration_add(&configuration, id, address.c_str(), RAFT_VOTER);
+  }
   if (rv == 0) rv = raft_bootstrap(&raft_, &configuration);
   raft_configuration_close(&configuration);
   return rv;
@@ -357,6 +405,119 @@ Status RaftLog::Barrier(DoneFn done) {
   return Status::Ok();
 }
 
+const struct raft_server* RaftLog::FindServer(uint64_t id) const {
+  for (unsigned i = 0; i < raft_.configuration.n; ++i) {
+    if (raft_.configuration.servers[i].id == id) return &raft_.configuration.servers[i];
+  }
+  return nullptr;
+}
+
+Status RaftLog::AddVoter(uint64_t id, const std::string& address, DoneFn done) {
+  AssertNotInCallback();
+  assert(done);
+  if (id == 0) return Status(StatusCode::kInvalidArgument, "node id must be > 0");
+  if (address.empty()) return Status(StatusCode::kInvalidArgument, "empty raft address");
+  if (FindServer(id) != nullptr) {
+    return Status(StatusCode::kInvalidArgument,
+                  "node " + std::to_string(id) + " is already a member");
+  }
+  if (change_done_) return Status(StatusCode::kTryAgain, "a membership change is in progress");
+  change_.data = this;
+  int rv = raft_add(&raft_, &change_, id, address.c_str(), &RaftLog::ChangeDone);
+  if (rv != 0) return StatusFromRaftError(rv);
+  change_done_ = std::move(done);
+  change_id_ = id;
+  change_assign_next_ = true;
+  return Status::Ok();
+}
+
+Status RaftLog::RemoveNode(uint64_t id, DoneFn done) {
+  AssertNotInCallback();
+  assert(done);
+  const struct raft_server* server = FindServer(id);
+  if (server == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "node " + std::to_string(id) + " is not a member");
+  }
+  unsigned voters = 0;
+  for (unsigned i = 0; i < raft_.configuration.n; ++i) {
+    if (raft_.configuration.servers[i].role == RAFT_VOTER) ++voters;
+  }
+  if (server->role == RAFT_VOTER && voters == 1) {
+    return Status(StatusCode::kInvalidArgument, "cannot remove the last voter");
+  }
+  if (change_done_) return Status(StatusCode::kTryAgain, "a membership change is in progress");
+  change_.data = this;
+  int rv = raft_remove(&raft_, &change_, id, &RaftLog::ChangeDone);
+  if (rv != 0) return StatusFromRaftError(rv);
+  change_done_ = std::move(done);
+  change_id_ = id;
+  change_assign_next_ = false;
+  return Status::Ok();
+}
+
+void RaftLog::ChangeDone(struct raft_change* change, int status) {
+  auto* log = static_cast<RaftLog*>(change->data);
+  CallbackScope scope(log);
+  if (status != 0) {
+    log->FinishChange(StatusFromRaftError(status));
+    return;
+  }
+  if (log->change_assign_next_) {
+    // The node is a spare now; make it a voter, outside this callback.
+    log->change_assign_next_ = false;
+    uv_timer_start(&log->assign_timer_, &RaftLog::OnAssignTimer, 0, 0);
+    return;
+  }
+  log->FinishChange(Status::Ok());
+}
+
+void RaftLog::OnAssignTimer(uv_timer_t* timer) {
+  auto* log = static_cast<RaftLog*>(timer->data);
+  // raft_assign waits for the node to catch up before it commits the change.
+  int rv = raft_assign(&log->raft_, &log->change_, log->change_id_, RAFT_VOTER,
+                       &RaftLog::ChangeDone);
+  if (rv != 0) {
+    CallbackScope scope(log);
+    log->FinishChange(StatusFromRaftError(rv));
+  }
+}
+
+void RaftLog::FinishChange(const Status& status) {
+  DoneFn done = std::move(change_done_);
+  change_done_ = nullptr;
+  change_id_ = 0;
+  if (done) done(status);
+}
+
+Status RaftLog::TransferLeadership(uint64_t id, DoneFn done) {
+  AssertNotInCallback();
+  assert(done);
+  if (id != 0) {
+    const struct raft_server* server = FindServer(id);
+    if (server == nullptr || server->role != RAFT_VOTER) {
+      return Status(StatusCode::kInvalidArgument,
+                    "node " + std::to_string(id) + " is not a voter");
+    }
+    if (id == options_.node_id) {
+      return Status(StatusCode::kInvalidArgument, "node " + std::to_string(id) + " already leads");
+    }
+  }
+  if (transfer_done_) return Status(StatusCode::kTryAgain, "a transfer is in progress");
+  transfer_.data = this;
+  int rv = raft_transfer(&raft_, &transfer_, id, &RaftLog::TransferDone);
+  if (rv != 0) return StatusFromRaftError(rv);
+  transfer_done_ = std::move(done);
+  return Status::Ok();
+}
+
+void RaftLog::TransferDone(struct raft_transfer* transfer) {
+  auto* log = static_cast<RaftLog*>(transfer->data);
+  CallbackScope scope(log);
+  DoneFn done = std::move(log->transfer_done_);
+  log->transfer_done_ = nullptr;
+  if (done) done(Status::Ok());
+}
+
 LogStatus RaftLog::GetStatus() const {
   LogStatus status;
   status.role = RoleFromRaft(raft_state(&raft_));
@@ -370,6 +531,14 @@ LogStatus RaftLog::GetStatus() const {
   raft_leader(&raft_, &leader_id, &leader_address);
   status.leader_id = leader_id;
   if (leader_id != 0 && leader_address != nullptr) status.leader_address = leader_address;
+  for (unsigned i = 0; i < raft_.configuration.n; ++i) {
+    const struct raft_server& s = raft_.configuration.servers[i];
+    PeerStatus peer;
+    peer.id = s.id;
+    peer.address = s.address != nullptr ? s.address : "";
+    peer.role = s.role == RAFT_VOTER ? "voter" : s.role == RAFT_STANDBY ? "standby" : "spare";
+    status.peers.push_back(std::move(peer));
+  }
   return status;
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tumbler/status.h"
 
@@ -42,6 +43,13 @@ class StateMachineHooks {
 enum class Role : uint8_t { kUnavailable, kFollower, kCandidate, kLeader };
 std::string_view RoleName(Role role);  // "leader", "follower", ...
 
+// A member of the raft configuration.
+struct PeerStatus {
+  uint64_t id = 0;
+  std::string address;  // raft address, "host:port"
+  std::string role;     // "voter", "standby" or "spare"
+};
+
 struct LogStatus {
   Role role = Role::kUnavailable;
   uint64_t term = 0;
@@ -51,6 +59,7 @@ struct LogStatus {
   uint64_t node_id = 0;
   uint64_t leader_id = 0;          // 0 while no leader is known
   std::string leader_address;      // the leader's raft address, "" if unknown
+  std::vector<PeerStatus> peers;   // the current configuration, by id
 };
 
 class ReplicatedLog {
@@ -76,7 +85,25 @@ class ReplicatedLog {
   // node included. A barrier counts towards in_flight(); errors as for Propose.
   virtual Status Barrier(DoneFn done) = 0;
 
+  // --- Membership (leader only; one change at a time) ---------------------------
+  // Adds node `id` at raft `address` and makes it a voter once it has caught
+  // up (raft_add, then raft_assign). `done` runs once both are committed, or
+  // with the error that stopped it. Errors (returned or through `done`):
+  // kNotLeader, kTryAgain (another change in flight, or the engine refused),
+  // kInvalidArgument (id 0, an id already present, an empty address),
+  // kUnsupported (a log that cannot have peers).
+  virtual Status AddVoter(uint64_t id, const std::string& address, DoneFn done) = 0;
+  // Removes node `id` from the configuration (it may be this leader: it
+  // steps down once the change commits). Errors as AddVoter; kInvalidArgument
+  // for an unknown id or the last voter.
+  virtual Status RemoveNode(uint64_t id, DoneFn done) = 0;
+  // Hands leadership to voter `id` (0: the most up to date one). `done` runs
+  // when the transfer ended, successfully or not: GetStatus() tells who leads.
+  virtual Status TransferLeadership(uint64_t id, DoneFn done) = 0;
+
   virtual LogStatus GetStatus() const = 0;
+  // Voters in the current configuration (cheap; 1 for a single node).
+  virtual uint32_t voters() const = 0;
   // Proposals and barriers whose `done` has not run yet.
   virtual uint32_t in_flight() const = 0;
 };
@@ -85,6 +112,15 @@ struct RaftOptions {
   std::string data_dir;            // created (0700) if missing; holds the raft log and snapshots
   uint64_t node_id = 1;
   std::string raft_address = "127.0.0.1:7520";  // what peers dial (cluster mode)
+  // Where the raft transport listens, if not raft_address (a proxy or NAT in
+  // front of the node owns raft_address).
+  std::string bind_address;
+  // The initial voters (id, raft address), this node included; empty: this
+  // node alone. Used only when the data dir is new.
+  std::vector<std::pair<uint64_t, std::string>> initial_voters;
+  // Start with an empty configuration and wait to be added by the leader
+  // (AddVoter) instead of bootstrapping.
+  bool join = false;
   uint32_t election_timeout_ms = 300;
   uint32_t heartbeat_timeout_ms = 30;
   // Entries between snapshots. Every snapshot stalls appends for 30-50 ms
@@ -94,11 +130,12 @@ struct RaftOptions {
   bool pre_vote = true;
 };
 
-// Opens (bootstrapping on first use) a single-voter raft log in
-// options.data_dir and starts it: the newest snapshot is restored through
-// hooks->RestoreSnapshot and the log is loaded, both before this returns, so
-// `hooks` must be ready for calls during OpenRaftLog. The node is leader when
-// this returns. libraft 0.15 also commits and applies a lone voter's loaded
+// Opens (bootstrapping on first use with options.initial_voters, or this node
+// alone; not when options.join) a raft log in options.data_dir and starts it:
+// the newest snapshot is restored through hooks->RestoreSnapshot and the log
+// is loaded, both before this returns, so `hooks` must be ready for calls
+// during OpenRaftLog. A lone voter is leader when this returns; in a cluster
+// the node becomes leader or follower by election (GetStatus()). libraft 0.15 also commits and applies a lone voter's loaded
 // log inside this call; do not rely on it: call Barrier() and serve after its
 // done(OK), which holds in a cluster too. Also sets SIGPIPE to SIG_IGN
 // (LIBRAFT.md pitfall 6) and locks the data dir against a second process.
@@ -113,7 +150,8 @@ Result<std::unique_ptr<ReplicatedLog>> OpenRaftLog(uv_loop_t* loop, const RaftOp
 // A log that is not durable and not replicated: an entry is "committed" at the
 // next loop iteration and lost when the process ends. For --durability=none.
 // Always leader, term 1; entries and barriers each take an index. It never
-// calls EncodeSnapshot/RestoreSnapshot. Destroying it drops pending proposals
+// calls EncodeSnapshot/RestoreSnapshot. It has no peers: the membership calls
+// return kUnsupported. Destroying it drops pending proposals
 // without calling their `done`; its handle is freed on the loop's next turn.
 std::unique_ptr<ReplicatedLog> OpenMemoryLog(uv_loop_t* loop, StateMachineHooks* hooks);
 

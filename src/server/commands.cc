@@ -311,6 +311,7 @@ void WriteNames(protocol::ReplyWriter& w, const std::vector<std::string>& names)
 }
 
 Dispatched CmdSessionInfo(Server& server, Connection& conn, Args args) {
+  if (!server.ReadReady(&conn)) return Dispatched::kParked;
   uint64_t session = 0;
   Status st = LiveSession(server, args[2], &session);
   if (!st.ok()) return Reply(conn, st);
@@ -334,6 +335,7 @@ Dispatched CmdSessionInfo(Server& server, Connection& conn, Args args) {
 }
 
 Dispatched CmdSessionList(Server& server, Connection& conn, Args args) {
+  if (!server.ReadReady(&conn)) return Dispatched::kParked;
   uint32_t count = limits::kListCountDefault;
   if (args.size() == 4) {
     if (!EqualsIgnoreCase(args[2], "COUNT")) return ReplyErr(conn, "syntax error");
@@ -408,6 +410,7 @@ Dispatched CmdUnlock(Server& server, Connection& conn, Args args) {
 }
 
 Dispatched CmdCheck(Server& server, Connection& conn, Args args) {
+  if (!server.ReadReady(&conn)) return Dispatched::kParked;
   uint64_t token = 0;
   if (!ParseU64(args[2], &token)) {
     return ReplyErr(conn, "token is not an integer or out of range");
@@ -429,6 +432,7 @@ std::string_view ModeName(core::LockMode mode) {
 }
 
 Dispatched CmdInspect(Server& server, Connection& conn, Args args) {
+  if (!server.ReadReady(&conn)) return Dispatched::kParked;
   Status st = CheckName(args[1]);
   if (!st.ok()) return Reply(conn, st);
   std::optional<core::LockInfo> info = server.state().Inspect(args[1]);
@@ -478,6 +482,7 @@ Dispatched CmdInspect(Server& server, Connection& conn, Args args) {
 }
 
 Dispatched CmdLocks(Server& server, Connection& conn, Args args) {
+  if (!server.ReadReady(&conn)) return Dispatched::kParked;
   std::string_view prefix;
   uint32_t count = limits::kListCountDefault;
   bool has_match = false, has_count = false;
@@ -503,9 +508,120 @@ Dispatched CmdLocks(Server& server, Connection& conn, Args args) {
   return Dispatched::kDone;
 }
 
+// INFO shows state_digest by itself up to this many locks + sessions.
+constexpr uint64_t kDigestInlineMax = 100'000;
+
+std::string StateDigest(const Server& server) {
+  std::string snapshot;
+  server.state().EncodeSnapshot(&snapshot);
+  char hex[9];
+  // The encoding ends with its own CRC, and a CRC over data plus its CRC is
+  // a constant: digest what the CRC covers.
+  std::string_view covered(snapshot.data(), snapshot.size() - 4);
+  std::snprintf(hex, sizeof(hex), "%08x", core::Crc32c(covered));
+  return hex;
+}
+
+// --- CLUSTER ---------------------------------------------------------------------
+
+// Answers a membership request when the log reports its outcome: from the
+// check phase (Server::Defer), never inside the raft callback.
+replication::ReplicatedLog::DoneFn AnswerLater(Server& server, Connection& conn) {
+  conn.AddPendingWrite();
+  uint64_t conn_id = conn.id();
+  Server* s = &server;
+  return [s, conn_id](Status status) {
+    s->Defer([s, conn_id, status] {
+      Connection* c = s->FindConnectionById(conn_id);
+      if (c == nullptr) return;
+      if (status.ok()) {
+        c->writer().SimpleString("OK");
+      } else {
+        c->writer().Error(status);
+      }
+      c->Dirty();
+      c->PendingWriteDone();
+    });
+  };
+}
+
+Dispatched CmdClusterStatus(Server& server, Connection& conn, Args) {
+  replication::LogStatus ls = server.log_status();
+  protocol::ReplyWriter w = conn.writer();
+  w.ArrayHeader(ls.peers.size());
+  for (const replication::PeerStatus& p : ls.peers) {
+    bool leader = p.id == ls.leader_id;
+    std::string client;
+    if (leader && p.id == ls.node_id) {
+      client = server.config().AdvertisedAddress();
+    } else if (leader && server.state().announced_node_id() == p.id) {
+      client = server.state().announced_address();
+    }
+    w.MapHeader(5);
+    w.Bulk("id");
+    w.Integer(static_cast<int64_t>(p.id));
+    w.Bulk("raft_address");
+    w.Bulk(p.address);
+    w.Bulk("role");
+    w.Bulk(p.role);
+    w.Bulk("leader");
+    w.Integer(leader ? 1 : 0);
+    w.Bulk("client_address");
+    w.Bulk(client);
+  }
+  conn.Dirty();
+  return Dispatched::kDone;
+}
+
+Dispatched CmdClusterAdd(Server& server, Connection& conn, Args args) {
+  uint64_t id = 0;
+  if (!ParseU64(args[2], &id) || id == 0) return ReplyErr(conn, "node id must be a number > 0");
+  std::string address(args[3]);
+  if (address.size() > limits::kAddressBytesMax || address.find(':') == std::string::npos) {
+    return ReplyErr(conn, "raft address must be host:port");
+  }
+  Status st = server.log().AddVoter(id, address, AnswerLater(server, conn));
+  if (!st.ok()) {
+    conn.PendingWriteDone();
+    return Reply(conn, st.code() == StatusCode::kNotLeader ? server.NotServingStatus() : st);
+  }
+  return Dispatched::kDone;
+}
+
+Dispatched CmdClusterRemove(Server& server, Connection& conn, Args args) {
+  uint64_t id = 0;
+  if (!ParseU64(args[2], &id) || id == 0) return ReplyErr(conn, "node id must be a number > 0");
+  Status st = server.log().RemoveNode(id, AnswerLater(server, conn));
+  if (!st.ok()) {
+    conn.PendingWriteDone();
+    return Reply(conn, st.code() == StatusCode::kNotLeader ? server.NotServingStatus() : st);
+  }
+  return Dispatched::kDone;
+}
+
+Dispatched CmdClusterTransfer(Server& server, Connection& conn, Args args) {
+  uint64_t id = 0;
+  if (args.size() == 3 && (!ParseU64(args[2], &id) || id == 0)) {
+    return ReplyErr(conn, "node id must be a number > 0");
+  }
+  Status st = server.log().TransferLeadership(id, AnswerLater(server, conn));
+  if (!st.ok()) {
+    conn.PendingWriteDone();
+    return Reply(conn, st.code() == StatusCode::kNotLeader ? server.NotServingStatus() : st);
+  }
+  return Dispatched::kDone;
+}
+
 Dispatched CmdInfo(Server& server, Connection& conn, Args args) {
   std::string section = args.size() == 2 ? Lower(args[1]) : "all";
   bool all = section == "all" || section == "default" || section == "everything";
+  if (section == "digest") {
+    replication::LogStatus ls = server.log_status();
+    conn.writer().Bulk("applied_index:" + std::to_string(ls.applied_index) +
+                       "\r\nstate_digest:" + StateDigest(server) + "\r\n");
+    conn.Dirty();
+    return Dispatched::kDone;
+  }
   if (!all && section != "server" && section != "replication" && section != "stats") {
     conn.writer().Bulk("");  // as Redis: an unknown section is empty
     conn.Dirty();
@@ -539,12 +655,33 @@ Dispatched CmdInfo(Server& server, Connection& conn, Args args) {
     line("role", std::string(replication::RoleName(server.EffectiveRole())));
     line("serving", server.serving() ? "1" : "0");
     line("node_id", std::to_string(ls.node_id));
-    line("leader", ls.leader_id != 0 ? c.bind + ":" + std::to_string(c.port) : "");
+    std::string leader;
+    if (ls.leader_id != 0 && ls.leader_id == ls.node_id) {
+      leader = c.AdvertisedAddress();
+    } else if (ls.leader_id != 0 && server.state().announced_node_id() == ls.leader_id) {
+      leader = server.state().announced_address();
+    }
+    line("leader", leader);
     line("leader_id", std::to_string(ls.leader_id));
+    line("advertised_address", c.AdvertisedAddress());
     line("term", std::to_string(ls.term));
     line("commit_index", std::to_string(ls.commit_index));
     line("applied_index", std::to_string(ls.applied_index));
     line("last_index", std::to_string(ls.last_index));
+    line("election_timeout_ms", std::to_string(c.election_timeout_ms));
+    line("peers", std::to_string(ls.peers.size()));
+    for (size_t i = 0; i < ls.peers.size(); ++i) {
+      const replication::PeerStatus& p = ls.peers[i];
+      line("peer" + std::to_string(i),
+           "id=" + std::to_string(p.id) + ",raft_address=" + p.address + ",role=" + p.role +
+               (p.id == ls.leader_id ? ",leader=1" : ",leader=0"));
+    }
+    // A checksum of the whole state machine as of applied_index: two nodes at
+    // the same applied_index must show the same digest. Costs a snapshot
+    // encode, so only for small states unless asked for (INFO digest).
+    if (stats.locks + stats.sessions <= kDigestInlineMax) {
+      line("state_digest", StateDigest(server));
+    }
     text += "\r\n";
   }
   if (all || section == "stats") {
@@ -592,6 +729,14 @@ constexpr CommandSpec kCommands[] = {
     {"LOCKS", 1, 5, kFlagNeedsState, "LOCKS [MATCH prefix] [COUNT n]",
      "Lists existing locks by prefix.", CmdLocks},
     {"INFO", 1, 2, 0, "INFO [section]", "Server facts as key:value lines.", CmdInfo},
+    {"CLUSTER STATUS", 2, 2, 0, "CLUSTER STATUS",
+     "The raft configuration: id, raft address, role, leader flag per node.", CmdClusterStatus},
+    {"CLUSTER ADD", 4, 4, kFlagNeedsState, "CLUSTER ADD id raft_host:port",
+     "Adds a node (started with --join) and makes it a voter once caught up.", CmdClusterAdd},
+    {"CLUSTER REMOVE", 3, 3, kFlagNeedsState, "CLUSTER REMOVE id",
+     "Removes a node from the configuration.", CmdClusterRemove},
+    {"CLUSTER TRANSFER", 2, 3, kFlagNeedsState, "CLUSTER TRANSFER [id]",
+     "Hands leadership to node id (or the most up-to-date voter).", CmdClusterTransfer},
 };
 
 }  // namespace

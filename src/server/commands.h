@@ -16,6 +16,8 @@ class Connection;
 enum class Dispatched : uint8_t {
   kDone,   // the request was handled (replied, or handed to the log)
   kStall,  // the batch is full: leave the request in the buffer, retry later
+  kParked, // waits for the server (a read barrier): left in the buffer, and
+           // the server processes the connection again when it may go on
 };
 
 using Args = std::span<const std::string_view>;

@@ -57,12 +57,78 @@ std::string UsageText() {
   s += "  --raft-port N                raft transport port on 127.0.0.1 (default: --port + 100;\n";
   s += "                               0 = any free port; a single node never dials it)\n";
   s += "  --log-level LEVEL            error|warn|info|debug (default info)\n";
+  s += "\nCluster (docs/operations.md \"Cluster\"):\n";
+  s += "  --node-id N                  this node's id, 1..2^63 (default 1)\n";
+  s += "  --peers ID=HOST:PORT,...     the initial voters' raft addresses, this node included;\n";
+  s += "                               every node of a new cluster gets the same list\n";
+  s += "  --join                       start empty and wait to be added (tumbler cluster add)\n";
+  s += "  --raft-bind HOST:PORT        where raft listens, if not this node's --peers address\n";
+  s += "  --advertise HOST:PORT        client address named in NOTLEADER (default bind:port)\n";
+  s += "  --election-timeout-ms N      50..60000 (default 300); heartbeats every N/10\n";
   s += "  --help                       this text\n";
   s += "  --version                    print the version\n";
   s += "\n";
   s += "Signals: SIGTERM/SIGINT stop the server (stop accepting, drain, exit).\n";
   s += "Docs: docs/operations.md, docs/commands.md, docs/protocol.md.\n";
   return s;
+}
+
+namespace {
+
+// "host:port" with a port 1..65535 (IPv6 hosts in brackets).
+bool LooksLikeHostPort(std::string_view text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) return false;
+  if (text.size() > limits::kAddressBytesMax) return false;
+  uint32_t port = 0;
+  for (char ch : text.substr(colon + 1)) {
+    if (ch < '0' || ch > '9') return false;
+    port = port * 10 + static_cast<uint32_t>(ch - '0');
+    if (port > 65535) return false;
+  }
+  return port > 0;
+}
+
+Status ParsePeers(std::string_view flag, std::string_view text,
+                  std::vector<std::pair<uint64_t, std::string>>* peers) {
+  peers->clear();
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return FlagError(flag, "expects ID=HOST:PORT,...");
+    uint64_t id = 0;
+    Status st = ParseBounded(flag, item.substr(0, eq), 1, uint64_t{1} << 63, &id);
+    if (!st.ok()) return st;
+    std::string_view address = item.substr(eq + 1);
+    if (!LooksLikeHostPort(address)) return FlagError(flag, "expects ID=HOST:PORT,...");
+    for (const auto& [other, addr] : *peers) {
+      if (other == id) return FlagError(flag, "node id " + std::to_string(id) + " twice");
+      if (addr == address) return FlagError(flag, "address " + addr + " twice");
+    }
+    if (peers->size() == 16) return FlagError(flag, "at most 16 nodes");
+    peers->emplace_back(id, std::string(address));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  if (peers->empty()) return FlagError(flag, "expects ID=HOST:PORT,...");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string Config::RaftAddress() const {
+  for (const auto& [id, address] : peers) {
+    if (id == node_id) return address;
+  }
+  uint32_t port = raft_port_set ? raft_port : (this->port + 100u) % 65536u;
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+std::string Config::AdvertisedAddress() const {
+  if (!advertise.empty()) return advertise;
+  if (bind.find(':') != std::string::npos) return "[" + bind + "]:" + std::to_string(port);
+  return bind + ":" + std::to_string(port);
 }
 
 Status ParseFlags(int argc, char** argv, Config* c, bool* exit_now) {
@@ -78,6 +144,10 @@ Status ParseFlags(int argc, char** argv, Config* c, bool* exit_now) {
       printf("tumblerd %s\n", TUMBLER_VERSION);
       *exit_now = true;
       return Status::Ok();
+    }
+    if (arg == "--join") {  // the one flag without a value
+      c->join = true;
+      continue;
     }
     if (arg.substr(0, 2) != "--") return FlagError(arg, "unexpected argument");
     std::string_view flag = arg;
@@ -124,6 +194,18 @@ Status ParseFlags(int argc, char** argv, Config* c, bool* exit_now) {
     } else if (flag == "--raft-port") {
       st = ParseBounded(flag, value, 0, 65535, &c->raft_port);
       c->raft_port_set = true;
+    } else if (flag == "--node-id") {
+      st = ParseBounded(flag, value, 1, uint64_t{1} << 63, &c->node_id);
+    } else if (flag == "--peers") {
+      st = ParsePeers(flag, value, &c->peers);
+    } else if (flag == "--raft-bind") {
+      if (!LooksLikeHostPort(value)) return FlagError(flag, "expects HOST:PORT");
+      c->raft_bind = std::string(value);
+    } else if (flag == "--advertise") {
+      if (!LooksLikeHostPort(value)) return FlagError(flag, "expects HOST:PORT");
+      c->advertise = std::string(value);
+    } else if (flag == "--election-timeout-ms") {
+      st = ParseBounded(flag, value, 50, 60000, &c->election_timeout_ms);
     } else if (flag == "--log-level") {
       if (!ParseLogLevel(value, &c->log_level)) {
         return FlagError(flag, "expects error|warn|info|debug");
@@ -132,6 +214,24 @@ Status ParseFlags(int argc, char** argv, Config* c, bool* exit_now) {
       return FlagError(flag, "unknown flag");
     }
     if (!st.ok()) return st;
+  }
+  if (!c->peers.empty()) {
+    bool self = false;
+    for (const auto& [id, address] : c->peers) self = self || id == c->node_id;
+    if (!self) {
+      return FlagError("--peers", "does not name this node (--node-id " +
+                                      std::to_string(c->node_id) + ")");
+    }
+    if (c->durability == Durability::kNone) {
+      return FlagError("--peers", "a cluster needs --durability raft");
+    }
+  }
+  if (c->join && !c->peers.empty()) {
+    return FlagError("--join", "a joining node is given no --peers (the leader adds it)");
+  }
+  if ((c->bind == "0.0.0.0" || c->bind == "::") && c->advertise.empty() &&
+      (!c->peers.empty() || c->join)) {
+    return FlagError("--advertise", "needed when --bind is a wildcard in a cluster");
   }
   return Status::Ok();
 }

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/state_machine.h"
 #include "server/log.h"
@@ -29,6 +31,18 @@ struct Config {
   uint64_t node_id = 1;
   uint16_t raft_port = 0;         // with raft_port_set; otherwise port + 100
   bool raft_port_set = false;     // --raft-port given (0 = any free port)
+  // Cluster mode (docs/operations.md "Cluster"): the initial voters, this
+  // node included, by id and raft address; empty: a single node.
+  std::vector<std::pair<uint64_t, std::string>> peers;
+  std::string raft_bind;          // where raft listens if not our --peers address
+  std::string advertise;          // client address named in NOTLEADER; "" = bind:port
+  bool join = false;              // start empty; a leader adds us (CLUSTER ADD)
+  uint32_t election_timeout_ms = 300;
+
+  // This node's raft address: its --peers entry, else 127.0.0.1:raft port.
+  std::string RaftAddress() const;
+  // The client address clients are sent to: --advertise, else bind:port.
+  std::string AdvertisedAddress() const;
 };
 
 // Parses argv. On --help / --version, prints and sets *exit_now. Errors name

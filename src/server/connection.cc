@@ -102,10 +102,12 @@ void Connection::Process() {
     }
     // Replies keep request order: only log writes may pass pending writes.
     if (pending_writes_ > 0 && !IsPipelinedWrite(args_)) break;
-    if (Dispatch(*server_, *this, args_) == Dispatched::kStall) {
+    Dispatched d = Dispatch(*server_, *this, args_);
+    if (d == Dispatched::kStall) {
       server_->AddStalled(this);
       break;
     }
+    if (d == Dispatched::kParked) break;  // the server resumes it
     in_start_ += consumed;
   }
   if (in_start_ == in_len_) in_start_ = in_len_ = 0;

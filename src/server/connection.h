@@ -63,6 +63,9 @@ class Connection {
   // The wait is queued in the state machine as `wait_id`: start its timer.
   void WaitQueued(uint64_t wait_id);
   uint64_t wait_id() const { return wait_id_; }
+  // The read barrier a parked read waits for (Server::ReadReady); 0: none.
+  uint64_t read_fence() const { return read_fence_; }
+  void set_read_fence(uint64_t fence) { read_fence_ = fence; }
   // The blocking LOCK got its reply: stop the timer and resume processing.
   void Unblock();
   bool closing() const { return closing_; }
@@ -105,6 +108,7 @@ class Connection {
   bool blocked_ = false;
   bool wait_forever_ = false;
   uint64_t wait_deadline_ms_ = 0;
+  uint64_t read_fence_ = 0;
   uint64_t wait_id_ = 0;
   std::vector<std::string_view> args_;  // reused
 };

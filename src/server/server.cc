@@ -51,6 +51,21 @@ replication::Role Server::EffectiveRole() const {
 
 Status Server::NotServingStatus() const {
   if (shutting_down_) return Status(StatusCode::kTryAgain, "server is shutting down");
+  if (!log_) return Status(StatusCode::kTryAgain, "server is starting, not serving yet");
+  replication::LogStatus st = log_->GetStatus();
+  if (st.role == replication::Role::kLeader) {
+    return Status(StatusCode::kTryAgain, "elected leader, not serving until its barrier commits");
+  }
+  if (st.leader_id != 0 && st.leader_id != config_.node_id) {
+    // The leader's client address, as it announced itself through the log
+    // (empty until its announcement reached this node).
+    std::string address;
+    if (state_.announced_node_id() == st.leader_id) address = state_.announced_address();
+    return Status(StatusCode::kNotLeader, address);
+  }
+  if (log_->voters() > 1 || config_.join) {
+    return Status(StatusCode::kTryAgain, "no leader: the cluster is electing one or has no quorum");
+  }
   return Status(StatusCode::kTryAgain, "server is starting, not serving yet");
 }
 
@@ -83,8 +98,12 @@ Status Server::Start() {
     replication::RaftOptions opts;  // OpenRaftLog creates data_dir (0700)
     opts.data_dir = config_.data_dir;
     opts.node_id = config_.node_id;
-    uint32_t raft_port = config_.raft_port_set ? config_.raft_port : (config_.port + 100u) % 65536u;
-    opts.raft_address = "127.0.0.1:" + std::to_string(raft_port);
+    opts.raft_address = config_.RaftAddress();
+    opts.bind_address = config_.raft_bind;
+    opts.initial_voters = config_.peers;
+    opts.join = config_.join;
+    opts.election_timeout_ms = config_.election_timeout_ms;
+    opts.heartbeat_timeout_ms = std::max<uint32_t>(10, config_.election_timeout_ms / 10);
     opts.snapshot_threshold = config_.snapshot_threshold;
     uint64_t t0 = NowMs();
     auto log = replication::OpenRaftLog(loop_, opts, this);
@@ -236,6 +255,7 @@ void Server::FlushInternal() {
     v.session = ic.session;
     v.wait_id = ic.wait_id;
     v.lock_delay_ms = ic.lock_delay_ms;
+    v.node_id = ic.node_id;
     v.name = ic.name;
     v.owner = ic.owner;
     Connection* conn = FindConnection(ic.answer_conn_id);
@@ -249,8 +269,59 @@ void Server::FlushInternal() {
 
 void Server::OnCheck(uv_check_t* handle) {
   auto* self = static_cast<Server*>(handle->data);
+  self->RunDeferred();
   self->ResumeStalled();
   self->ProposeBatch();
+  self->ProposeReadBarrier();
+}
+
+void Server::Defer(std::function<void()> fn) {
+  deferred_.push_back(std::move(fn));
+  Wake();
+}
+
+void Server::RunDeferred() {
+  std::vector<std::function<void()>> run;
+  run.swap(deferred_);
+  for (auto& fn : run) fn();
+}
+
+bool Server::ReadReady(Connection* conn) {
+  // One voter: no other leader can exist, the local state is the latest.
+  if (log_->voters() <= 1) return true;
+  uint64_t fence = conn->read_fence();
+  if (fence != 0 && read_barriers_done_ >= fence) {
+    conn->set_read_fence(0);
+    return true;
+  }
+  if (fence == 0) {
+    // Any barrier numbered from here on is proposed after this request arrived.
+    conn->set_read_fence(read_barrier_next_);
+    read_barrier_wanted_ = true;
+    Wake();
+  }
+  read_parked_.push_back(conn->id());
+  return false;
+}
+
+void Server::ProposeReadBarrier() {
+  if (!read_barrier_wanted_ || !serving_) return;
+  uint64_t number = read_barrier_next_;
+  Status st = log_->Barrier([this, number](Status s) {
+    if (s.ok()) {
+      read_barriers_done_ = std::max(read_barriers_done_, number);
+    } else {
+      read_barrier_wanted_ = true;  // the parked reads need another one
+    }
+    // Re-run the parked reads from the check phase (never inside a raft
+    // callback): they answer, park again, or meet NotServingStatus().
+    for (uint64_t id : read_parked_) stalled_.push_back(id);
+    read_parked_.clear();
+    Wake();
+  });
+  if (!st.ok()) return;  // in-flight bound: tried again next iteration
+  ++read_barrier_next_;
+  read_barrier_wanted_ = false;
 }
 
 void Server::ProposeBatch() {
@@ -556,6 +627,13 @@ void Server::BecomeServing() {
     leases_[session] = Lease{now + ttl, ttl, false};
     lease_heap_.emplace(now + ttl, session);
   }
+  // Name this node's client address to the followers (they answer NOTLEADER
+  // with it), through the log so that every node agrees on it.
+  InternalCommand announce;
+  announce.type = core::CommandType::kAnnounce;
+  announce.node_id = config_.node_id;
+  announce.name = config_.AdvertisedAddress();
+  EnqueueInternal(std::move(announce));
   // Waits queued before this term belong to connections that no longer exist.
   if (!state_.WaitIds().empty()) {
     InternalCommand cancel_all;
@@ -594,6 +672,9 @@ void Server::StopServing(const Status& why) {
   }
   waits_.clear();
   internal_.clear();
+  // Parked reads meet NotServingStatus() when they run again.
+  for (uint64_t id : read_parked_) stalled_.push_back(id);
+  read_parked_.clear();
   // Requests already in the batch being built will never be proposed.
   if (batch_open_) {
     FailBatch(building_, NotServingStatus());

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <string>
@@ -88,6 +89,16 @@ class Server final : public replication::StateMachineHooks {
   // processing and is resumed by ResumeStalled().
   bool Enqueue(const core::CommandView& cmd, Connection* conn, ReplyKind kind);
   void AddStalled(Connection* conn);
+  // Linearizable reads (CHECK, INSPECT, ...) in a cluster: true once a
+  // barrier proposed after this request arrived has been applied; else the
+  // connection is parked until one is, and the handler returns kParked.
+  // Always true on a single voter.
+  bool ReadReady(Connection* conn);
+  // Runs `fn` on the loop's next check phase, outside any raft callback.
+  void Defer(std::function<void()> fn);
+  // Membership (CLUSTER ADD/REMOVE/TRANSFER): passes through to the log.
+  replication::ReplicatedLog& log() { return *log_; }
+  Connection* FindConnectionById(uint64_t conn_id) const { return FindConnection(conn_id); }
   // A connection's LOCK ... WAIT ran out: cancel the wait through the log; the
   // null reply is sent when the cancel applies (unless a grant came first).
   void WaitTimedOut(Connection* conn);
@@ -136,6 +147,7 @@ class Server final : public replication::StateMachineHooks {
     std::string name;
     std::string owner;
     uint64_t answer_conn_id = 0;  // CancelWait of a WAIT that ran out: who gets null
+    uint64_t node_id = 0;         // Announce
   };
 
   static void OnNewConnection(uv_stream_t* listener, int status);
@@ -150,6 +162,8 @@ class Server final : public replication::StateMachineHooks {
 
   Status Listen();
   void ProposeBatch();
+  void ProposeReadBarrier();
+  void RunDeferred();
   void FlushInternal();
   void BatchBegin();
   void RouteResult(const PendingCommand& pending, const core::CommandView& cmd,
@@ -237,6 +251,14 @@ class Server final : public replication::StateMachineHooks {
   std::unordered_map<uint64_t, Connection*> connections_;
   uint64_t next_conn_id_ = 1;
   std::vector<uint64_t> dirty_;  // connections with replies to flush
+
+  // Read barriers: numbered in proposal order; a parked read needs one whose
+  // number is at least its connection's fence.
+  uint64_t read_barrier_next_ = 1;
+  uint64_t read_barriers_done_ = 0;
+  bool read_barrier_wanted_ = false;
+  std::vector<uint64_t> read_parked_;
+  std::vector<std::function<void()>> deferred_;
 
   // Waits of this node's connections.
   std::unordered_map<uint64_t, WaitRecord> waits_;
