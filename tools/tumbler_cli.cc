@@ -69,6 +69,7 @@ Commands:
   sessions         list session ids
   info [SECTION]   show server facts (INFO)
   check NAME TOKEN is TOKEN a current holder's token of NAME?
+  cluster          show or change the cluster's membership
   backends         what each backend (tumbler://, redis://, ...) guarantees
   help [COMMAND]   this text, or a command's
 
@@ -193,6 +194,21 @@ Prints session ids, one per line, ascending; at most N (default 1000).
 
 Prints the server's INFO text: role, leader, term, commit_index, sessions,
 locks, waiters, connections, uptime_s, version.
+)"},
+    {"cluster", R"(usage: tumbler cluster status
+       tumbler cluster add ID HOST:RAFTPORT
+       tumbler cluster remove ID
+       tumbler cluster transfer [ID]
+
+status    the members (id, raft address, role) and which one leads, as the
+          node reached first sees them.
+add       adds node ID, started with `tumblerd --join ...` and listening for
+          raft on HOST:RAFTPORT; it becomes a voter once it has caught up.
+remove    removes node ID (its process may then be stopped).
+transfer  hands leadership to node ID, or to the most up-to-date voter: for
+          planned restarts of the leader.
+Changes go to the leader (followed through NOTLEADER); one at a time.
+Exit: 0 ok, 2 usage, 3 server error or refused change.
 )"},
     {"backends", R"(usage: tumbler backends [--markdown]
 
@@ -980,6 +996,57 @@ struct Command {
   int (*run)(Globals, const std::vector<std::string>&);
 };
 
+int CmdCluster(Globals globals, const std::vector<std::string>& argv) {
+  int code = 0;
+  auto args = ParseCommand("cluster", argv, {}, false, &globals, &code);
+  if (!args) return code;
+  const std::vector<std::string>& p = args->positional;
+  if (p.empty()) return Usage("cluster needs status, add, remove or transfer", "cluster");
+  std::vector<std::string_view> cmd = {"CLUSTER"};
+  if (p[0] == "status" && p.size() == 1) {
+    cmd.push_back("STATUS");
+  } else if (p[0] == "add" && p.size() == 3) {
+    auto id = ParseUnsigned(p[1], "node id");
+    if (!id.ok()) return Usage(id.status().message(), "cluster");
+    if (p[2].find(':') == std::string::npos) return Usage("add needs HOST:RAFTPORT", "cluster");
+    cmd.insert(cmd.end(), {"ADD", p[1], p[2]});
+  } else if (p[0] == "remove" && p.size() == 2) {
+    auto id = ParseUnsigned(p[1], "node id");
+    if (!id.ok()) return Usage(id.status().message(), "cluster");
+    cmd.insert(cmd.end(), {"REMOVE", p[1]});
+  } else if (p[0] == "transfer" && p.size() <= 2) {
+    cmd.push_back("TRANSFER");
+    if (p.size() == 2) {
+      auto id = ParseUnsigned(p[1], "node id");
+      if (!id.ok()) return Usage(id.status().message(), "cluster");
+      cmd.push_back(p[1]);
+    }
+  } else {
+    return Usage("unknown cluster subcommand or wrong arguments", "cluster");
+  }
+  auto server = Server::Open(globals);
+  if (!server.ok()) return Fail(server.status());
+  // Membership changes are not resent after a broken connection: the change
+  // may have happened.
+  auto reply = (*server)->Call(cmd, /*idempotent=*/p[0] == "status");
+  if (!reply.ok()) return Fail(reply.status());
+  if (p[0] != "status") {
+    std::cout << "ok\n";
+    return kExitOk;
+  }
+  std::cout << "id  role     leader  raft_address           client_address\n";
+  for (const Value& node : reply->elements) {
+    std::string id = Text(node.Find("id"));
+    std::string role = Text(node.Find("role"));
+    std::string leader = Text(node.Find("leader")) == "1" ? "*" : "";
+    std::string raft = Text(node.Find("raft_address"));
+    std::string client_address = Text(node.Find("client_address"));
+    std::printf("%-3s %-8s %-7s %-22s %s\n", id.c_str(), role.c_str(), leader.c_str(),
+                raft.c_str(), client_address.c_str());
+  }
+  return kExitOk;
+}
+
 int CmdBackends(Globals globals, const std::vector<std::string>& argv) {
   int code = 0;
   auto args = ParseCommand("backends", argv, {{"--markdown", false}}, false, &globals, &code);
@@ -1006,7 +1073,7 @@ const Command kCommands[] = {
     {"lock", CmdLock},       {"unlock", CmdUnlock}, {"run", CmdRun},
     {"session", CmdSession}, {"inspect", CmdInspect}, {"locks", CmdLocks},
     {"sessions", CmdSessions}, {"info", CmdInfo},    {"check", CmdCheck},
-    {"backends", CmdBackends},
+    {"cluster", CmdCluster},   {"backends", CmdBackends},
 };
 
 int Main(int argc, char** argv) {

@@ -199,7 +199,14 @@ CallOutcome Channel::Call(const std::vector<std::string_view>& args, const CallO
         continue;
       }
       if (word == "TRYAGAIN") {
+        // This node cannot commit now (no leader it knows of, no quorum, not
+        // serving yet): try the next node of the cluster after a backoff,
+        // since another may lead (a single node is tried again).
         last = ErrorReplyToStatus(value.str);
+        if (endpoints_->size() > 1) {
+          connection_.Close();
+          endpoints_->MarkFailed(endpoint);
+        }
         Sleep(backoff_, options.deadline);
         backoff_ = std::min(backoff_ * 2, kBackoffMax);
         continue;
