@@ -9,6 +9,42 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
   e.url = std::string(url);
   e.label = e.url;
   std::string_view rest;
+  // The client library's schemes (include/tumbler/backends.h); this library
+  // does not link the client, so they are listed here.
+  constexpr std::string_view kLibrarySchemes[] = {"tumbler://", "redis://",     "redlock://",
+                                                  "etcd://",    "zookeeper://", "postgres://",
+                                                  "mysql://"};
+  std::string_view library_url = url.starts_with("lib:") ? url.substr(4) : url;
+  if (url.starts_with("lib:") ||
+      (!url.starts_with("tumbler://") && !url.starts_with("redis://"))) {
+    for (std::string_view scheme : kLibrarySchemes) {
+      if (library_url.starts_with(scheme)) {
+        e.backend = Backend::kLibrary;
+        e.url = std::string(library_url);
+        return e;
+      }
+    }
+    return Status(StatusCode::kInvalidArgument,
+                  "endpoint '" + e.url +
+                      "': expected tumbler://, redis://, or a client-library URL (etcd://, "
+                      "zookeeper://, postgres://, mysql://, redlock://, lib:redis://, "
+                      "lib:tumbler://)");
+  }
+  if (url.starts_with("tumbler://") && url.find(',') != std::string_view::npos) {
+    std::string_view list = url.substr(10);
+    while (!list.empty()) {
+      size_t comma = list.find(',');
+      auto node = ParseEndpoint("tumbler://" + std::string(list.substr(0, comma)));
+      if (!node.ok()) return node.status();
+      e.nodes.emplace_back(node->host, node->port);
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+    e.backend = Backend::kTumbler;
+    e.host = e.nodes.front().first;
+    e.port = e.nodes.front().second;
+    return e;
+  }
   if (url.starts_with("tumbler://")) {
     e.backend = Backend::kTumbler;
     e.port = 7420;

@@ -20,18 +20,26 @@
 
 namespace tumbler::bench {
 
-enum class Backend : uint8_t { kTumbler, kRedis };
+// kLibrary: any URL of the client library, driven through tumbler::Mutex
+// (library_driver.h): every scheme but tumbler:// and redis://, or either of
+// those written with a "lib:" prefix.
+enum class Backend : uint8_t { kTumbler, kRedis, kLibrary };
 
 struct Endpoint {
   Backend backend = Backend::kTumbler;
   std::string host;
   uint16_t port = 0;
+  // tumbler:// with several nodes: all of them (host/port is then the
+  // leader's, found before each round).
+  std::vector<std::pair<std::string, uint16_t>> nodes;
   std::string url;    // as given
   std::string label;  // shown in reports; defaults to url
 };
 
-// Parses "tumbler://host:port" or "redis://host:port" (port defaults 7420 /
-// 6379). Errors: kInvalidArgument naming what is wrong.
+// Parses "tumbler://host:port[,host:port...]" or "redis://host:port" (port
+// defaults 7420 / 6379), or any other scheme / a "lib:" prefix as kLibrary
+// (checked by the client library when the run starts). Errors:
+// kInvalidArgument naming what is wrong.
 Result<Endpoint> ParseEndpoint(std::string_view url);
 
 // Appends a RESP array of bulk strings.

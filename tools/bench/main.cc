@@ -11,6 +11,7 @@
 
 #include "fill_driver.h"
 #include "fsync_probe.h"
+#include "library_driver.h"
 #include "load_driver.h"
 #include "options.h"
 #include "report.h"
@@ -90,8 +91,14 @@ Status RunFillOnce(const Options& o, const Endpoint& endpoint, RunRecord* record
   std::fprintf(stderr, "fill %s: %u sessions, %llu locks, %d connections x %d pipelined\n",
                endpoint.label.c_str(), endpoint.backend == Backend::kTumbler ? o.sessions : 0u,
                static_cast<unsigned long long>(o.locks), o.clients, o.pipeline);
+  if (endpoint.backend == Backend::kLibrary) {
+    return Status(StatusCode::kInvalidArgument, "fill needs the raw RESP driver (tumbler:// or redis://)");
+  }
   FillSpec spec;
   spec.endpoint = endpoint;
+  if (!endpoint.nodes.empty()) {
+    if (Status s = ResolveLeader(&spec.endpoint, std::chrono::seconds(10)); !s.ok()) return s;
+  }
   spec.clients = o.clients;
   spec.sessions = o.sessions;
   spec.locks = o.locks;
@@ -126,7 +133,12 @@ Result<LoadResult> RunRound(const Options& o, Workload workload, const Endpoint&
   spec.ttl_ms = o.ttl_ms;
   spec.wait_ms = o.wait_ms;
   spec.name_prefix = prefix + ":r" + std::to_string(round) + ":" + std::string(WorkloadName(workload));
-  auto r = RunLoad(spec);
+  if (!endpoint.nodes.empty()) {
+    // A cluster: the raw driver talks to the leader (as the library would
+    // after a redirect).
+    if (Status s = ResolveLeader(&spec.endpoint, std::chrono::seconds(10)); !s.ok()) return s;
+  }
+  auto r = endpoint.backend == Backend::kLibrary ? RunLibraryLoad(spec) : RunLoad(spec);
   std::fprintf(stderr, r.ok() ? ": %.0f pairs/s\n" : ": failed\n",
                r.ok() ? PairsPerSecond(r.value()) : 0.0);
   return r;

@@ -224,9 +224,16 @@ std::string Usage() {
 
 Runs lock workloads against a running server and the same workloads against
 each peer, and prints pairs/s, acquire latency, client CPU and the ratios.
-It starts no server. URLs: tumbler://host:port, redis://host:port.
+It starts no server. URLs:
+  tumbler://host:port          raw RESP driver (one connection per client)
+  tumbler://h1:p1,h2:p2,...    a cluster: the raw driver talks to its leader
+  redis://host:port            raw RESP driver: SET NX PX + compare-and-delete
+  etcd://, zookeeper://, postgres://, mysql://, redlock://, lib:redis://,
+  lib:tumbler://               through the client library (tumbler::Mutex): one
+                               thread and one Client per client; uncontended
+                               and contended only
 
-  --target URL          server under test (tumbler:// or redis://)
+  --target URL          server under test
   --target-label TEXT   name shown for it (default: the URL)
   --peer URL            server to compare with; repeatable (at most 8)
   --peer-label TEXT     name of the --peer just before it
