@@ -17,6 +17,8 @@
 
 namespace tumbler::client::testing {
 
+uint16_t FreePort();
+
 class TestServer {
  public:
   TestServer() = default;
@@ -38,6 +40,13 @@ class TestServer {
   void Kill();
   // SIGTERM, wait up to 5 s, then SIGKILL; reaps. No-op when not running.
   void Stop();
+
+  // Picks the client port now (Start() uses it); port + 100 is free too, for
+  // a raft address. Returns it.
+  uint16_t ReservePort() {
+    if (port_ == 0) port_ = FreePort();
+    return port_;
+  }
 
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }

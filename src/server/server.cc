@@ -595,6 +595,15 @@ void Server::CheckRole() {
   if (shutting_down_) return;
   replication::LogStatus st = log_->GetStatus();
   bool leader = st.role == replication::Role::kLeader;
+  if (st.role != logged_role_ || st.leader_id != logged_leader_id_) {
+    // One line per change of role or leader: what an operator follows a
+    // failover by (docs/operations.md "Cluster").
+    TLOG_INFO("role %s, term %llu, leader %s", std::string(replication::RoleName(st.role)).c_str(),
+              static_cast<unsigned long long>(st.term),
+              st.leader_id != 0 ? ("node " + std::to_string(st.leader_id)).c_str() : "unknown");
+    logged_role_ = st.role;
+    logged_leader_id_ = st.leader_id;
+  }
   if (serving_ && (!leader || st.term != serving_term_)) {
     StopServing(Status(StatusCode::kTryAgain, "leadership lost"));
   }

@@ -227,6 +227,8 @@ class Server final : public replication::StateMachineHooks {
   uint64_t shutdown_started_ms_ = 0;
 
   // Leadership.
+  replication::Role logged_role_ = replication::Role::kUnavailable;
+  uint64_t logged_leader_id_ = 0;
   bool serving_ = false;
   bool barrier_in_flight_ = false;
   uint64_t serving_term_ = 0;
