@@ -786,6 +786,10 @@ Dispatched Dispatch(Server& server, Connection& conn, Args args) {
   if ((spec->flags & kFlagNeedsState) != 0 && !server.serving()) {
     return Reply(conn, server.NotServingStatus());
   }
+  if ((spec->flags & kFlagWrite) != 0 && server.QuorumSuspect()) {
+    return Reply(conn, Status(StatusCode::kTryAgain,
+                              "no quorum: the log is not committing (nothing was changed)"));
+  }
   return spec->handler(server, conn, args);
 }
 

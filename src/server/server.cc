@@ -49,6 +49,11 @@ replication::Role Server::EffectiveRole() const {
   return role;
 }
 
+bool Server::QuorumSuspect() const {
+  if (in_flight_.empty() || log_->voters() <= 1) return false;
+  return NowMs() - in_flight_.front().proposed_ms > config_.election_timeout_ms / 2;
+}
+
 Status Server::NotServingStatus() const {
   if (shutting_down_) return Status(StatusCode::kTryAgain, "server is shutting down");
   if (!log_) return Status(StatusCode::kTryAgain, "server is starting, not serving yet");
@@ -340,6 +345,7 @@ void Server::ProposeBatch() {
     TLOG_WARN("propose failed: %s", st.ToString().c_str());
     FailBatch(building_, st);
   } else {
+    building_.proposed_ms = NowMs();
     in_flight_.push_back(std::move(building_));
   }
   building_ = PendingBatch();
@@ -350,12 +356,28 @@ void Server::OnBatchDone(uint64_t seq, const Status& status) {
   if (status.ok()) return;  // results were routed when the entry was applied
   for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
     if (it->seq == seq) {
-      TLOG_WARN("log entry %llu failed: %s", static_cast<unsigned long long>(seq),
-                status.ToString().c_str());
-      FailBatch(*it, status.code() == StatusCode::kNotLeader ? NotServingStatus() : status);
+      TLOG_WARN("log entry %llu failed: %s; closing its %zu requests' connections (outcome "
+                "unknown)",
+                static_cast<unsigned long long>(seq), status.ToString().c_str(),
+                it->commands.size());
+      AbandonBatch(*it);
       in_flight_.erase(it);
       return;
     }
+  }
+}
+
+void Server::AbandonBatch(const PendingBatch& batch) {
+  // The entry is in this node's log and may still be committed by the next
+  // leader (a leader that lost its quorum fails its appends, but they stay in
+  // its log). PROTOCOL.md promises that NOTLEADER and TRYAGAIN change
+  // nothing, so those are not the answer: the connection is closed after the
+  // replies already written, which tells the client the outcome is unknown
+  // (the client library then checks with INSPECT and repairs).
+  for (const PendingCommand& pc : batch.commands) {
+    Connection* conn = FindConnection(pc.conn_id);
+    if (conn == nullptr || pc.kind == ReplyKind::kNone) continue;
+    conn->CloseAfterFlush();
   }
 }
 
@@ -672,12 +694,14 @@ void Server::StopServing(const Status& why) {
   lease_timer_due_ms_ = 0;
   delay_timer_due_log_ms_ = 0;
   // Waits of this node's connections cannot be granted by this node any more.
+  // They are queued in the state machine (the LOCK ... WAIT committed), so an
+  // error reply would claim a change that happened did not: close their
+  // connections instead (outcome unknown; the next leader cancels the waits,
+  // or grants them first, and the client checks with INSPECT).
   for (auto& [wait_id, rec] : waits_) {
     Connection* conn = FindConnection(rec.conn_id);
     if (conn == nullptr || conn->wait_id() != wait_id) continue;
-    conn->writer().Error(NotServingStatus());
-    conn->Dirty();
-    conn->Unblock();
+    conn->CloseAfterFlush();
   }
   waits_.clear();
   internal_.clear();

@@ -74,6 +74,11 @@ class Server final : public replication::StateMachineHooks {
   bool serving() const { return serving_; }
   // The error to answer while not serving (TRYAGAIN now; NOTLEADER in a cluster).
   Status NotServingStatus() const;
+  // In a cluster: the oldest entry in flight has not committed for half an
+  // election timeout, so the quorum is probably gone. New writes are then
+  // refused with TRYAGAIN (before they are appended: they change nothing)
+  // instead of joining entries that may never commit.
+  bool QuorumSuspect() const;
   replication::LogStatus log_status() const;
   // The role clients should act on: kLeader only while serving; a raft leader
   // that has not committed its term's barrier yet is still a kCandidate.
@@ -127,6 +132,7 @@ class Server final : public replication::StateMachineHooks {
   };
   struct PendingBatch {
     uint64_t seq = 0;
+    uint64_t proposed_ms = 0;  // NowMs() when handed to the log
     std::vector<PendingCommand> commands;
   };
   // A LOCK ... WAIT that is queued in the state machine and belongs to a
@@ -183,7 +189,12 @@ class Server final : public replication::StateMachineHooks {
   // connection if that connection still waits on it.
   void WaitCancelled(uint64_t wait_id);
   void OnBatchDone(uint64_t seq, const Status& status);
+  // A batch that was never appended: every request gets `status` (it changed
+  // nothing).
   void FailBatch(PendingBatch& batch, const Status& status);
+  // A batch whose append failed after it was handed to the log: it may still
+  // commit, so its connections are closed rather than answered.
+  void AbandonBatch(const PendingBatch& batch);
   void ResumeStalled();
   void CheckRole();
   void BecomeServing();
