@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, builds, runs
-# the unit tests (ctest), the integration tests against a real tumblerd, the
-# same unit tests under ASan+UBSan, and the protocol fuzzer for a bounded time.
+# the unit tests (ctest, including the backend tests against real Redis, etcd,
+# ZooKeeper, PostgreSQL and MariaDB servers they start on loopback), the
+# integration tests against a real tumblerd, the cluster fault tests, the same
+# unit tests under ASan+UBSan, and the protocol fuzzer for a bounded time.
 # Every step is bounded in time; the first failure stops the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,9 @@ step "unit tests (release)"
 
 step "integration tests (release tumblerd)"
 TUMBLER_BIN_DIR="$PWD/build" timeout 1200 tests/integration/run.sh
+
+step "cluster fault tests (3 and 5 local nodes, release tumblerd)"
+TUMBLER_BIN_DIR="$PWD/build" TUMBLER_CLUSTER_TIMEOUT=600 timeout 700 tests/cluster/run.sh
 
 step "ASan+UBSan build"
 scripts/build.sh asan

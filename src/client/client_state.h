@@ -37,8 +37,8 @@ class ClientState final : public Backend {
   ClientState(const ClientState&) = delete;
   ClientState& operator=(const ClientState&) = delete;
 
-  // Checks the options Client::Connect accepts: kInvalidArgument naming the
-  // one out of range.
+  // Checks the options Client::Connect accepts, for every backend (MakeBackend
+  // calls it before any factory): kInvalidArgument naming the one out of range.
   static Status ValidateOptions(const ClientOptions& options);
 
   // --- Session ------------------------------------------------------------------

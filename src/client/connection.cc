@@ -174,6 +174,13 @@ Result<protocol::Value> Connection::Call(const std::vector<std::string_view>& ar
   return reply;
 }
 
+Result<protocol::Value> Connection::Receive(Deadline deadline) {
+  if (fd_ < 0) return Status(StatusCode::kUnavailable, "not connected");
+  Result<protocol::Value> message = ReadReply(deadline);
+  if (!message.ok() && message.status().code() != StatusCode::kTimeout) Close();
+  return message;
+}
+
 Status Connection::SendAll(std::string_view data, Deadline deadline, bool* sent) {
   while (!data.empty()) {
     ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);

@@ -57,6 +57,13 @@ class Connection {
   Result<protocol::Value> Call(const std::vector<std::string_view>& args,
                                Deadline deadline, bool* sent);
 
+  // Reads one message the server sends without being asked: a pub/sub
+  // message on a connection that has SUBSCRIBEd (the redis:// backend waits on
+  // its lock's release channel with it). kTimeout when `deadline` passes first:
+  // the connection stays open and keeps any partly received message for the
+  // next call. Other failures close the connection, as Call's do.
+  Result<protocol::Value> Receive(Deadline deadline);
+
   // True if the peer has closed the connection or sent something unasked for,
   // checked without blocking. A pooled connection is checked before reuse.
   bool LooksBroken() const;

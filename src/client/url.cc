@@ -92,7 +92,9 @@ Result<std::vector<Endpoint>> ParseServerUrl(std::string_view url) {
     for (std::string_view other : kOtherSchemes) {
       if (scheme == other) {
         return Status(StatusCode::kUnsupported,
-                      "the " + scheme + ":// backend is not built into this client");
+                      scheme + ":// names another lock backend; this needs a tumblerd "
+                               "(tumbler://) server (other backends work through "
+                               "Client::Connect and `tumbler run`)");
       }
     }
     return Invalid("unknown scheme (expected tumbler://)", url);

@@ -6,8 +6,9 @@
 // A host is a name, an IPv4 address, or an IPv6 address in brackets
 // ("[::1]:7420"). The port defaults to 7420. Several hosts name the nodes of
 // one cluster; the client starts with the first and follows NOTLEADER.
-// Other backends' schemes (redis://, etcd://, ...) are recognised and reported
-// as not built into this client.
+// Other backends' schemes (redis://, etcd://, ...) are recognised and
+// reported as kUnsupported here: this parser is for tumblerd only (the
+// backend registry, backends/registry.cc, routes the other schemes).
 #pragma once
 
 #include <cstdint>

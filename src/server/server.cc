@@ -631,7 +631,22 @@ void Server::CheckRole() {
   }
   if (leader && !serving_ && !barrier_in_flight_) {
     uint64_t term = st.term;
-    Status bs = log_->Barrier([this, term](Status s) {
+    // The barrier of a new term is an entry of ours that names this node and
+    // its client address (Announce): committing it commits every entry
+    // before it (LIBRAFT.md pitfall 8), and once it is applied every
+    // follower that has it names this node in NOTLEADER.
+    core::CommandView announce;
+    announce.type = core::CommandType::kAnnounce;
+    announce.node_id = config_.node_id;
+    const std::string address = config_.AdvertisedAddress();
+    announce.name = address;
+    core::BatchHeader header;
+    header.log_time_ms = LogClockMs();
+    header.origin = incarnation_;
+    header.seq = 0;  // batches count from 1: this entry routes no replies
+    announce_builder_.Begin(header);
+    announce_builder_.Add(announce);
+    Status bs = log_->Propose(announce_builder_.Finish(), [this, term](Status s) {
       barrier_in_flight_ = false;
       if (!s.ok()) {
         TLOG_WARN("barrier for term %llu failed: %s", static_cast<unsigned long long>(term),
@@ -658,13 +673,6 @@ void Server::BecomeServing() {
     leases_[session] = Lease{now + ttl, ttl, false};
     lease_heap_.emplace(now + ttl, session);
   }
-  // Name this node's client address to the followers (they answer NOTLEADER
-  // with it), through the log so that every node agrees on it.
-  InternalCommand announce;
-  announce.type = core::CommandType::kAnnounce;
-  announce.node_id = config_.node_id;
-  announce.name = config_.AdvertisedAddress();
-  EnqueueInternal(std::move(announce));
   // Waits queued before this term belong to connections that no longer exist.
   if (!state_.WaitIds().empty()) {
     InternalCommand cancel_all;

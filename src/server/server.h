@@ -248,6 +248,7 @@ class Server final : public replication::StateMachineHooks {
 
   // Batch being built, and batches proposed but not yet applied, oldest first.
   core::BatchBuilder builder_;
+  core::BatchBuilder announce_builder_;  // a new term's first entry (CheckRole)
   bool batch_open_ = false;  // builder_ holds a batch that Enqueue appends to
   PendingBatch building_;
   uint64_t next_seq_ = 1;

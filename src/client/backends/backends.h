@@ -3,8 +3,9 @@
 // one by URL scheme (registry.cc). Each file defines its BackendInfo (the
 // capability declaration docs/backends.md is generated from) and its factory.
 //
-// A factory parses its URL (kInvalidArgument naming what is wrong), validates
-// the options it uses, and returns a backend that is not yet opened: the
+// A factory parses its URL (kInvalidArgument naming what is wrong), checks the
+// options only it uses (MakeBackend has checked the shared ones with
+// ClientState::ValidateOptions), and returns a backend that is not yet opened: the
 // caller runs Open() (connect, open the session or lease) and then the
 // watchdog thread (backend.h).
 #pragma once

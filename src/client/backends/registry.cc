@@ -18,9 +18,6 @@ Result<std::shared_ptr<client::Backend>> MakeTumblerBackend(std::string_view url
                                                            const ClientOptions& options) {
   Result<std::vector<client::Endpoint>> endpoints = client::ParseServerUrl(url);
   if (!endpoints.ok()) return endpoints.status();
-  if (Status status = client::ClientState::ValidateOptions(options); !status.ok()) {
-    return status;
-  }
   return std::shared_ptr<client::Backend>(
       std::make_shared<client::ClientState>(std::move(endpoints).value(), options));
 }
@@ -97,7 +94,11 @@ Result<std::shared_ptr<Backend>> MakeBackend(std::string_view url, const ClientO
   }
   std::string scheme = Lower(url.substr(0, sep));
   for (const Entry& e : Table()) {
-    if (e.info().scheme == scheme) return e.make(url, options);
+    if (e.info().scheme != scheme) continue;
+    // The options every backend shares, checked once for all of them; a
+    // factory checks only what is its own.
+    if (Status status = ClientState::ValidateOptions(options); !status.ok()) return status;
+    return e.make(url, options);
   }
   std::string known;
   for (const Entry& e : Table()) known += (known.empty() ? "" : ", ") + std::string(e.info().scheme) + "://";

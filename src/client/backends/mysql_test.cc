@@ -1,0 +1,365 @@
+// What is specific to the mysql:// backend, against a real MariaDB started by
+// tests/backends/servers/mysql.sh: URL checks, lock names (plain and hashed)
+// as the server sees them (IS_USED_LOCK), one connection per thread, fencing
+// rows trimmed, the lease (wait_timeout) freeing a hung holder, deadlock
+// detection, and Close / KILL / server loss. The contract shared by all
+// backends is in conformance_test.cc. The server is inspected with the
+// mariadb command-line client, as an operator would.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client/backends/sql_backend.h"
+#include "client/backends/test_support.h"
+#include "tumbler/client.h"
+
+namespace tumbler {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::ExternalServer;
+
+// The server shared by the tests that do not stop it; destroyed at exit,
+// which stops it.
+ExternalServer& Shared() {
+  static ExternalServer server("mysql");
+  return server;
+}
+
+// Runs `sql` with the mariadb client on the server of `url`
+// (mysql://tumbler:tumbler@127.0.0.1:PORT/tumbler, as mysql.sh prints it).
+std::string Sql(const std::string& url, const std::string& sql) {
+  std::string port = url.substr(url.rfind(':') + 1);
+  port = port.substr(0, port.find('/'));
+  std::string command = "timeout 20 mariadb --no-defaults -h127.0.0.1 -P" + port +
+                        " -utumbler -ptumbler tumbler -N -B -e \"" + sql + "\" 2>&1";
+  FILE* out = ::popen(command.c_str(), "r");
+  if (out == nullptr) return "popen failed";
+  std::string text;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
+  ::pclose(out);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::string Unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+Client Connect(const std::string& url, std::chrono::milliseconds ttl = 5s,
+               std::chrono::milliseconds op_timeout = 5s) {
+  ClientOptions options;
+  options.session_ttl = ttl;
+  options.op_timeout = op_timeout;
+  Result<Client> client = Client::Connect(url, options);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  if (!client.ok()) std::abort();
+  return std::move(client).value();
+}
+
+class MySqlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(Shared().ok()) << Shared().error(); }
+  const std::string& url() const { return Shared().url(); }
+};
+
+TEST(MySqlUrlTest, RejectsMalformedUrls) {
+  for (const char* bad :
+       {"mysql://u:p@127.0.0.1:3306", "mysql://u:p@127.0.0.1:3306/", "mysql://u:p@127.0.0.1:x/db",
+        "mysql://u:p@127.0.0.1:0/db", "mysql://u:p@127.0.0.1:70000/db", "mysql://u:p@127.0.0.1:/db",
+        "mysql://u:p@/db", "mysql://u:p@127.0.0.1/db?ssl=1", "mysql://u:p@[::1/db",
+        "mysql://u%zz:p@127.0.0.1/db", "mysql://u:p@127.0.0.1/db/extra"}) {
+    Result<Client> client = Client::Connect(bad);
+    ASSERT_FALSE(client.ok()) << bad;
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument)
+        << bad << ": " << client.status().ToString();
+  }
+}
+
+TEST_F(MySqlTest, WrongPasswordIsRefusedByTheServer) {
+  std::string wrong = url();
+  wrong.replace(wrong.find(":tumbler@"), 9, ":wrong@");
+  Clock::time_point start = Clock::now();
+  Result<Client> client = Client::Connect(wrong);
+  EXPECT_LT(Clock::now() - start, 2s);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kUnavailable) << client.status().ToString();
+  EXPECT_NE(client.status().message().find("Access denied"), std::string::npos)
+      << client.status().ToString();
+}
+
+TEST(MySqlNameTest, ShortPlainNamesPassLongOrOddOnesAreHashed) {
+  EXPECT_EQ(client::MySqlLockName("orders/42"), "orders/42");
+  EXPECT_EQ(client::MySqlLockName(std::string(64, 'x')), std::string(64, 'x'));
+  // The documented hash: FNV-1a 128 ("a" is the published test vector).
+  EXPECT_EQ(client::Fnv1a128Hex("a"), "d228cb696f1a8caf78912b704e4a8964");
+  EXPECT_EQ(client::MySqlLockName(std::string(65, 'x')),
+            "tumbler:e09d1c9073eb86771c3233a27c7d3d77");
+  EXPECT_EQ(client::MySqlLockName("orders 42"), "tumbler:141005334d05db4997e2bf8f8bbec48e");
+  // Quotes never reach the SQL text, and no plain name can pose as a hash.
+  EXPECT_EQ(client::MySqlLockName("it's").rfind("tumbler:", 0), 0u);
+  EXPECT_EQ(client::MySqlLockName("a\\b").rfind("tumbler:", 0), 0u);
+  EXPECT_NE(client::MySqlLockName("tumbler:e09d1c9073eb86771c3233a27c7d3d77"),
+            "tumbler:e09d1c9073eb86771c3233a27c7d3d77");
+  EXPECT_EQ(client::MySqlLockName(std::string("\xff\x00z", 3)).size(), 40u);
+}
+
+TEST_F(MySqlTest, ServerSeesTheNameOnTheThreadsOwnConnection) {
+  Client client = Connect(url());
+  const std::string plain = Unique("plain");
+  const std::string long_name = std::string(100, 'L') + Unique("");
+  Mutex a = client.NewMutex(plain);
+  Mutex b = client.NewMutex(long_name);
+  ASSERT_TRUE(a.Lock().ok());
+  ASSERT_TRUE(b.Lock().ok());
+  std::string holder = Sql(url(), "SELECT IS_USED_LOCK('" + plain + "')");
+  EXPECT_NE(holder, "NULL");
+  EXPECT_NE(holder, std::to_string(client.SessionId()));  // not the control connection
+  // Same thread, same connection.
+  EXPECT_EQ(Sql(url(), "SELECT IS_USED_LOCK('" + client::MySqlLockName(long_name) + "')"), holder);
+  ASSERT_TRUE(a.Unlock().ok());
+  ASSERT_TRUE(b.Unlock().ok());
+  EXPECT_EQ(Sql(url(), "SELECT IS_USED_LOCK('" + plain + "')"), "NULL");
+}
+
+TEST_F(MySqlTest, ThreadsOfOneClientHoldOnSeparateConnectionsAndExclude) {
+  Client client = Connect(url());
+  Client other = Connect(url());
+  const std::string a = Unique("a"), b = Unique("b");
+  Mutex ma = client.NewMutex(a);
+  ASSERT_TRUE(ma.Lock().ok());
+  std::thread t([&] {
+    Mutex same = client.NewMutex(a);
+    Result<bool> busy = same.TryLock();
+    ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+    EXPECT_FALSE(busy.value());
+    Mutex mb = client.NewMutex(b);
+    EXPECT_TRUE(mb.Lock().ok());
+    EXPECT_NE(Sql(url(), "SELECT IS_USED_LOCK('" + a + "')"),
+              Sql(url(), "SELECT IS_USED_LOCK('" + b + "')"));
+    EXPECT_TRUE(mb.Unlock().ok());
+  });
+  t.join();
+  Mutex mo = other.NewMutex(a);
+  EXPECT_FALSE(mo.TryLock().value());
+  ASSERT_TRUE(ma.Unlock().ok());
+  EXPECT_TRUE(mo.TryLock().value());
+  EXPECT_TRUE(mo.Unlock().ok());
+}
+
+TEST_F(MySqlTest, TimedOutWaitLeavesNothingBehind) {
+  Client a = Connect(url());
+  Client b = Connect(url());
+  const std::string name = Unique("timed");
+  Mutex ma = a.NewMutex(name);
+  ASSERT_TRUE(ma.Lock().ok());
+  std::string holder = Sql(url(), "SELECT IS_USED_LOCK('" + name + "')");
+  Mutex mb = b.NewMutex(name);
+  Clock::time_point start = Clock::now();
+  Result<bool> got = mb.TryLockFor(300ms);  // fractional GET_LOCK timeout
+  auto took = Clock::now() - start;
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got.value());
+  EXPECT_GE(took, 290ms);
+  EXPECT_LT(took, 1500ms);
+  EXPECT_EQ(Sql(url(), "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE "
+                       "'SELECT GET_LOCK%'"),
+            "0");
+  ASSERT_TRUE(ma.Unlock().ok());
+  EXPECT_TRUE(mb.TryLock().value());
+  EXPECT_NE(Sql(url(), "SELECT IS_USED_LOCK('" + name + "')"), holder);
+  EXPECT_TRUE(mb.Unlock().ok());
+}
+
+TEST_F(MySqlTest, TokensIncreaseAndOldRowsAreTrimmed) {
+  Client a = Connect(url());
+  Client b = Connect(url());
+  const std::string name = Unique("tokens");
+  Mutex ma = a.NewMutex(name);
+  Mutex mb = b.NewMutex(name);
+  uint64_t last = 0;
+  // Alternating holders first, then enough grants of one client to pass its
+  // trim period (256 grants).
+  for (int i = 0; i < 300; ++i) {
+    Mutex& m = i < 20 && i % 2 == 1 ? mb : ma;
+    ASSERT_TRUE(m.Lock().ok());
+    Result<uint64_t> token = m.FencingToken();
+    ASSERT_TRUE(token.ok()) << token.status().ToString();
+    EXPECT_GT(token.value(), last) << "grant " << i;
+    last = token.value();
+    ASSERT_TRUE(m.Unlock().ok());
+  }
+  // a trimmed at its 256th grant: the rows older than that grant are gone,
+  // the newest is kept.
+  int rows = std::stoi(Sql(url(), "SELECT COUNT(*) FROM tumbler_fencing"));
+  EXPECT_LT(rows, 100);
+  EXPECT_EQ(Sql(url(), "SELECT MAX(id) FROM tumbler_fencing"), std::to_string(last));
+}
+
+TEST_F(MySqlTest, SharedModeIsUnsupported) {
+  Client a = Connect(url());
+  SharedMutex m = a.NewSharedMutex(Unique("shared"));
+  EXPECT_EQ(m.LockShared().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(m.TryLockShared().status().code(), StatusCode::kUnsupported);
+}
+
+TEST_F(MySqlTest, DeadlockBetweenTwoClientsFailsOneWait) {
+  Client a = Connect(url());
+  Client b = Connect(url());
+  const std::string x = Unique("x"), y = Unique("y");
+  Mutex ax = a.NewMutex(x), ay = a.NewMutex(y);
+  Mutex bx = b.NewMutex(x), by = b.NewMutex(y);
+  ASSERT_TRUE(ax.Lock().ok());
+  std::atomic<int> deadlocks{0};
+  Status b_status;
+  std::thread tb([&] {
+    ASSERT_TRUE(by.Lock().ok());
+    std::this_thread::sleep_for(200ms);
+    b_status = bx.Lock();
+    if (b_status.code() == StatusCode::kDeadlock) ++deadlocks;
+    if (b_status.ok()) {
+      EXPECT_TRUE(bx.Unlock().ok());
+    }
+    EXPECT_TRUE(by.Unlock().ok());
+  });
+  std::this_thread::sleep_for(100ms);
+  Clock::time_point start = Clock::now();
+  Status a_status = ay.Lock();
+  if (a_status.code() == StatusCode::kDeadlock) ++deadlocks;
+  if (a_status.ok()) {
+    EXPECT_TRUE(ay.Unlock().ok());
+  }
+  EXPECT_TRUE(ax.Unlock().ok());
+  tb.join();
+  EXPECT_EQ(deadlocks.load(), 1) << a_status.ToString() << " / " << b_status.ToString();
+  EXPECT_TRUE(a_status.ok() || b_status.ok());
+  EXPECT_LT(Clock::now() - start, 10s);
+}
+
+TEST_F(MySqlTest, HungHolderIsReleasedAfterTheTtl) {
+  // A stopped holder keeps its TCP connection open; the server ends it
+  // after wait_timeout (the TTL, rounded up to 2 s here) of silence.
+  const std::string name = Unique("hung");
+  std::string command = std::string("exec '") + testing::CliPath() + "' --server '" + url() +
+                        "' run --lock '" + name + "' --ttl 1500ms -- sleep 60";
+  pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool held = false;
+  for (int i = 0; i < 100 && !held; ++i) {
+    held = Sql(url(), "SELECT IS_USED_LOCK('" + name + "') IS NOT NULL") == "1";
+    if (!held) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(held) << "the holder never took the lock";
+  ::kill(holder, SIGSTOP);
+  Clock::time_point stopped = Clock::now();
+  Client client = Connect(url());
+  Mutex m = client.NewMutex(name);
+  Result<bool> got = m.TryLockFor(15s);
+  auto took = Clock::now() - stopped;
+  ::kill(holder, SIGKILL);
+  ::kill(holder, SIGCONT);
+  ::waitpid(holder, nullptr, 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got.value());
+  EXPECT_LT(took, 8s);
+  EXPECT_TRUE(m.Unlock().ok());
+}
+
+TEST_F(MySqlTest, CloseWakesABlockedLockAndLeavesNoWaiterOnTheServer) {
+  Client a = Connect(url());
+  Client b = Connect(url());
+  const std::string name = Unique("close"), other = Unique("close-other");
+  Mutex ma = a.NewMutex(name);
+  ASSERT_TRUE(ma.Lock().ok());
+  Mutex bo = b.NewMutex(other);
+  ASSERT_TRUE(bo.Lock().ok());
+  std::atomic<bool> done{false};
+  Status waited;
+  // Made here: Close() must not run concurrently with other calls on b.
+  Mutex mb = b.NewMutex(name);
+  std::thread t([&] {
+    waited = mb.Lock();  // waits "forever" for a
+    done = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(done.load());
+  Clock::time_point start = Clock::now();
+  EXPECT_TRUE(b.Close().ok());
+  t.join();
+  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_EQ(waited.code(), StatusCode::kSessionLost) << waited.ToString();
+  EXPECT_EQ(Sql(url(), "SELECT IS_USED_LOCK('" + other + "')"), "NULL");
+  // The server dropped the abandoned GET_LOCK wait (it watches for closed
+  // clients), so a's release is not handed to a dead connection.
+  std::string waiting;
+  for (int i = 0; i < 60; ++i) {
+    waiting = Sql(url(), "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE "
+                         "'SELECT GET_LOCK%'");
+    if (waiting == "0") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(waiting, "0");
+  EXPECT_TRUE(ma.Unlock().ok());
+}
+
+TEST_F(MySqlTest, KilledHolderConnectionLosesTheSession) {
+  Client client = Connect(url(), 900ms);
+  std::atomic<bool> lost{false};
+  client.OnSessionLost([&](const Status&) { lost = true; });
+  const std::string name = Unique("killed");
+  Mutex m = client.NewMutex(name);
+  ASSERT_TRUE(m.Lock().ok());
+  std::string id = Sql(url(), "SELECT IS_USED_LOCK('" + name + "')");
+  Sql(url(), "KILL " + id);
+  for (int i = 0; i < 100 && !lost; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(lost.load());
+  EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
+  EXPECT_EQ(m.TryLock().status().code(), StatusCode::kSessionLost);
+}
+
+TEST(MySqlServerTest, ServerStopWakesWaitersAndLosesTheSession) {
+  ExternalServer server("mysql");
+  ASSERT_TRUE(server.ok()) << server.error();
+  Client a = Connect(server.url(), 1s);
+  Client b = Connect(server.url(), 1s);
+  std::atomic<bool> lost{false};
+  b.OnSessionLost([&](const Status&) { lost = true; });
+  const std::string name = Unique("stop");
+  Mutex ma = a.NewMutex(name);
+  ASSERT_TRUE(ma.Lock().ok());
+  Status waited;
+  std::thread t([&] { waited = b.NewMutex(name).Lock(); });
+  std::this_thread::sleep_for(300ms);
+  Clock::time_point start = Clock::now();
+  server.Stop(/*hard=*/true);
+  t.join();
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_FALSE(waited.ok());
+  for (int i = 0; i < 100 && !lost; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(lost.load());
+  Result<bool> after = b.NewMutex(name).TryLock();
+  EXPECT_EQ(after.status().code(), StatusCode::kSessionLost) << after.status().ToString();
+  for (int i = 0; i < 100 && a.SessionStatus().ok(); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(a.SessionStatus().code(), StatusCode::kSessionLost);
+}
+
+}  // namespace
+}  // namespace tumbler
