@@ -1,9 +1,9 @@
 // One TCP connection to one tumblerd node, speaking RESP2 (PROTOCOL.md
 // "Transport"): send a command, read one reply, each bounded by a deadline.
 //
-// Blocking I/O on a non-blocking socket with poll(), so every wait has a
-// deadline. The socket has TCP keepalive on, so a peer that vanished without a
-// FIN is noticed even during a long blocking LOCK ... WAIT.
+// Blocking I/O with deadlines over a TcpSocket (tcp_socket.h: keepalive on, so
+// a peer that vanished without a FIN is noticed even during a long blocking
+// LOCK ... WAIT).
 //
 // Threads: one thread uses a Connection at a time, except Shutdown(), which any
 // thread may call while another is blocked in it (the Channel uses it to
@@ -17,17 +17,12 @@
 #include <string_view>
 #include <vector>
 
+#include "client/tcp_socket.h"
 #include "client/url.h"
 #include "protocol/resp.h"
 #include "tumbler/status.h"
 
-struct addrinfo;
-
 namespace tumbler::client {
-
-using Clock = std::chrono::steady_clock;
-// nullopt: no deadline (wait until the peer answers or the socket breaks).
-using Deadline = std::optional<Clock::time_point>;
 
 class Connection {
  public:
@@ -43,8 +38,8 @@ class Connection {
   Status Open(const Endpoint& endpoint, Clock::time_point deadline);
 
   // Owning thread only.
-  bool is_open() const { return fd_ >= 0; }
-  const Endpoint& endpoint() const { return endpoint_; }
+  bool is_open() const { return socket_.is_open(); }
+  const Endpoint& endpoint() const { return socket_.endpoint(); }
 
   // Writes one command (a RESP array of bulk strings) and reads one reply.
   // Error replies from the server come back as a Value with IsError(): they
@@ -77,17 +72,9 @@ class Connection {
   void Close();
 
  private:
-  Status SendAll(std::string_view data, Deadline deadline, bool* sent);
   Result<protocol::Value> ReadReply(Deadline deadline);
-  Status ConnectOne(const ::addrinfo* address, Clock::time_point deadline);
-  void SetFd(int fd);
 
-  // fd_ is written by the owning thread only, under fd_mu_, and read by it
-  // without the lock; Shutdown() reads it under fd_mu_ so it never touches a
-  // descriptor number that Close() has already released.
-  mutable std::mutex fd_mu_;
-  int fd_ = -1;
-  Endpoint endpoint_;
+  TcpSocket socket_;
   std::string out_;  // the command being sent (reused buffer)
   std::string in_;   // bytes received and not yet parsed
 };

@@ -629,62 +629,24 @@ Status HttpBodyDecoder::FeedEof() {
 
 namespace {
 
-constexpr size_t kReadChunkBytes = 64 * 1024;
-// A silent peer is declared dead after idle + interval * count seconds.
-constexpr int kKeepaliveIdleS = 10;
-constexpr int kKeepaliveIntervalS = 5;
-constexpr int kKeepaliveCount = 3;
 // Interim (1xx) responses skipped before the real one.
 constexpr int kInterimResponsesMax = 4;
-
-int PollTimeoutMs(Deadline deadline) {
-  if (!deadline) return -1;
-  auto left = *deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
-  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-  return ms > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(ms);
-}
-
-// OK once `fd` is ready for `events` (or in error: the next call says which).
-Status WaitReady(int fd, short events, Deadline deadline) {
-  while (true) {
-    struct pollfd p = {fd, events, 0};
-    int n = ::poll(&p, 1, PollTimeoutMs(deadline));
-    if (n > 0) return Status::Ok();
-    if (n == 0) {
-      if (deadline && Clock::now() >= *deadline) {
-        return Status(StatusCode::kTimeout, "timed out waiting for etcd");
-      }
-      continue;
-    }
-    if (errno == EINTR) continue;
-    return Status(StatusCode::kUnavailable, std::string("poll: ") + std::strerror(errno));
-  }
-}
+// Bytes taken from the socket per read.
+constexpr size_t kReadBytesMax = 64 * 1024;
 
 }  // namespace
 
 HttpConnection::~HttpConnection() { Close(); }
 
-void HttpConnection::SetFd(int fd) {
-  std::lock_guard<std::mutex> lock(fd_mu_);
-  fd_ = fd;
-}
-
 void HttpConnection::Close() {
-  std::lock_guard<std::mutex> lock(fd_mu_);
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  socket_.Close();
   raw_.clear();
   body_.clear();
   decoder_.reset();
   close_after_ = false;
 }
 
-void HttpConnection::Shutdown() {
-  std::lock_guard<std::mutex> lock(fd_mu_);
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
-}
+void HttpConnection::Shutdown() { socket_.Shutdown(); }
 
 Status HttpConnection::Fail(Status status) {
   Close();
@@ -693,107 +655,20 @@ Status HttpConnection::Fail(Status status) {
 
 Status HttpConnection::Open(const Endpoint& endpoint, Clock::time_point deadline) {
   Close();
-  endpoint_ = endpoint;
-  ::addrinfo hints;
-  std::memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  ::addrinfo* addresses = nullptr;
-  std::string port = std::to_string(endpoint.port);
-  // getaddrinfo has no timeout; an address literal resolves without I/O, and
-  // names are resolved once per new connection.
-  int rc = ::getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &addresses);
-  if (rc != 0) {
-    return Status(StatusCode::kUnavailable,
-                  endpoint.ToString() + ": cannot resolve: " + ::gai_strerror(rc));
-  }
-  Status status(StatusCode::kUnavailable, endpoint.ToString() + ": no address");
-  for (::addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    status = ConnectOne(a, deadline);
-    if (status.ok() || status.code() == StatusCode::kTimeout) break;
-  }
-  ::freeaddrinfo(addresses);
-  return status;
-}
-
-Status HttpConnection::ConnectOne(const ::addrinfo* address, Clock::time_point deadline) {
-  int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    address->ai_protocol);
-  if (fd < 0) return Status(StatusCode::kUnavailable, std::string("socket: ") + std::strerror(errno));
-  SetFd(fd);  // published first, so that Shutdown() can cut a slow connect short
-  int rc = ::connect(fd, address->ai_addr, address->ai_addrlen);
-  if (rc != 0 && errno != EINPROGRESS) {
-    int err = errno;
-    Close();
-    return Status(StatusCode::kUnavailable, endpoint_.ToString() + ": " + std::strerror(err));
-  }
-  if (rc != 0) {
-    Status ready = WaitReady(fd, POLLOUT, deadline);
-    if (!ready.ok()) {
-      Close();
-      if (ready.code() == StatusCode::kTimeout) {
-        return Status(StatusCode::kTimeout, endpoint_.ToString() + ": connect timed out");
-      }
-      return ready;
-    }
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err != 0) {
-      Close();
-      return Status(StatusCode::kUnavailable, endpoint_.ToString() + ": " + std::strerror(err));
-    }
-  }
-  int one = 1;
-  // Failures here cost latency or liveness detection, never correctness.
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  int idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveCount;
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-  return Status::Ok();
-}
-
-Status HttpConnection::SendAll(std::string_view data, Deadline deadline, bool* sent) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      *sent = true;
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Status ready = WaitReady(fd_, POLLOUT, deadline); !ready.ok()) return ready;
-      continue;
-    }
-    return Status(StatusCode::kUnavailable,
-                  endpoint_.ToString() + ": send: " + std::strerror(n < 0 ? errno : EPIPE));
-  }
-  return Status::Ok();
+  return socket_.Open(endpoint, deadline);
 }
 
 Status HttpConnection::ReadSome(Deadline deadline, bool* eof) {
-  *eof = false;
-  char chunk[kReadChunkBytes];
   while (true) {
-    ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      raw_.append(chunk, static_cast<size_t>(n));
+    size_t before = raw_.size();
+    if (Status s = socket_.ReadAvailable(&raw_, kReadBytesMax, eof); !s.ok()) return s;
+    if (raw_.size() > before) {
+      // Bytes first; the end of the stream is seen again by the next read.
+      *eof = false;
       return Status::Ok();
     }
-    if (n == 0) {
-      *eof = true;
-      return Status::Ok();
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (Status ready = WaitReady(fd_, POLLIN, deadline); !ready.ok()) return ready;
-      continue;
-    }
-    return Status(StatusCode::kUnavailable,
-                  endpoint_.ToString() + ": recv: " + std::strerror(errno));
+    if (*eof) return Status::Ok();
+    if (Status ready = socket_.WaitReady(POLLIN, deadline); !ready.ok()) return ready;
   }
 }
 
@@ -802,7 +677,7 @@ Result<HttpHead> HttpConnection::Post(std::string_view path, std::string_view bo
                                       std::string_view extra_headers) {
   bool sent_any = false;
   if (sent != nullptr) *sent = false;
-  if (fd_ < 0) return Status(StatusCode::kUnavailable, "not connected");
+  if (!socket_.is_open()) return Status(StatusCode::kUnavailable, "not connected");
   if (decoder_ && !Reusable()) {
     return Fail(Status(StatusCode::kUnavailable, "the connection still carries a response"));
   }
@@ -813,14 +688,14 @@ Result<HttpHead> HttpConnection::Post(std::string_view path, std::string_view bo
   request += "POST ";
   request += path;
   request += " HTTP/1.1\r\nHost: ";
-  request += endpoint_.ToString();
+  request += socket_.endpoint().ToString();
   request += "\r\nContent-Type: application/json\r\n";
   request += extra_headers;
   request += "Content-Length: ";
   request += std::to_string(body.size());
   request += "\r\n\r\n";
   request += body;
-  Status status = SendAll(request, deadline, &sent_any);
+  Status status = socket_.SendAll(request, deadline, &sent_any);
   if (sent != nullptr) *sent = sent_any;
   if (!status.ok()) return Fail(status);
   for (int interim = 0; interim <= kInterimResponsesMax; ++interim) {
@@ -831,7 +706,7 @@ Result<HttpHead> HttpConnection::Post(std::string_view path, std::string_view bo
       if (Status s = ReadSome(deadline, &eof); !s.ok()) return Fail(s);
       if (eof) {
         return Fail(Status(StatusCode::kUnavailable,
-                           endpoint_.ToString() + ": the server closed the connection"));
+                           socket_.endpoint().ToString() + ": the server closed the connection"));
       }
     }
     Result<HttpHead> head = ParseHttpHead(std::string_view(raw_).substr(0, end + 4));
@@ -870,7 +745,7 @@ Status HttpConnection::Pump(Deadline deadline, bool* ended) {
 }
 
 Result<std::string> HttpConnection::ReadBody(Deadline deadline) {
-  if (fd_ < 0) return Status(StatusCode::kUnavailable, "not connected");
+  if (!socket_.is_open()) return Status(StatusCode::kUnavailable, "not connected");
   while (true) {
     bool ended = false;
     if (Status s = Pump(deadline, &ended); !s.ok()) return Fail(s);
@@ -883,7 +758,7 @@ Result<std::string> HttpConnection::ReadBody(Deadline deadline) {
 }
 
 Result<std::optional<std::string>> HttpConnection::NextMessage(Deadline deadline) {
-  if (fd_ < 0) return Status(StatusCode::kUnavailable, "not connected");
+  if (!socket_.is_open()) return Status(StatusCode::kUnavailable, "not connected");
   size_t searched = 0;  // body_[0, searched) has no '\n'
   while (true) {
     size_t nl = body_.find('\n', searched);
@@ -908,15 +783,13 @@ Result<std::optional<std::string>> HttpConnection::NextMessage(Deadline deadline
 }
 
 bool HttpConnection::Reusable() const {
-  return fd_ >= 0 && decoder_ && decoder_->done() && !close_after_ && raw_.empty() &&
+  return socket_.is_open() && decoder_ && decoder_->done() && !close_after_ && raw_.empty() &&
          body_.empty();
 }
 
 bool HttpConnection::LooksBroken() const {
-  if (fd_ < 0 || !raw_.empty()) return true;
-  struct pollfd p = {fd_, POLLIN, 0};
   // Readable while idle means EOF, a reset, or bytes nobody asked for.
-  return ::poll(&p, 1, 0) != 0;
+  return !raw_.empty() || socket_.ReadableWhileIdle();
 }
 
 }  // namespace tumbler::client::etcd

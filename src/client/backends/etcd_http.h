@@ -24,10 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "client/tcp_socket.h"
 #include "client/url.h"
 #include "tumbler/status.h"
-
-struct addrinfo;
 
 namespace tumbler::client::etcd {
 
@@ -151,8 +150,8 @@ class HttpConnection {
   // Resolves and connects. Errors: kUnavailable (cannot resolve, refused,
   // unreachable, Shutdown), kTimeout (the deadline passed).
   Status Open(const Endpoint& endpoint, Clock::time_point deadline);
-  bool is_open() const { return fd_ >= 0; }
-  const Endpoint& endpoint() const { return endpoint_; }
+  bool is_open() const { return socket_.is_open(); }
+  const Endpoint& endpoint() const { return socket_.endpoint(); }
 
   // Sends `POST path` with a JSON body and reads the response head. The body
   // is then read with ReadBody() or, for a stream, NextMessage(). Errors:
@@ -182,22 +181,14 @@ class HttpConnection {
   void Close();
 
  private:
-  Status ConnectOne(const ::addrinfo* address, Clock::time_point deadline);
-  Status SendAll(std::string_view data, Deadline deadline, bool* sent);
   // Reads more bytes into raw_; kUnavailable at EOF (*eof set) or error.
   Status ReadSome(Deadline deadline, bool* eof);
   // Decodes what raw_ holds into body_, reading from the socket once first
   // when raw_ has nothing decodable. Sets *ended when the body is complete.
   Status Pump(Deadline deadline, bool* ended);
   Status Fail(Status status);  // closes, returns `status`
-  void SetFd(int fd);
 
-  // fd_ is written by the owning thread under fd_mu_ and read by it without;
-  // Shutdown() reads it under fd_mu_ so that it never touches a descriptor
-  // number Close() has already given back.
-  mutable std::mutex fd_mu_;
-  int fd_ = -1;
-  Endpoint endpoint_;
+  TcpSocket socket_;
   std::string raw_;   // received bytes not yet decoded
   std::string body_;  // decoded body bytes not yet handed out
   // The current response's framing; nullopt between responses.
