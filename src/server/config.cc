@@ -121,6 +121,12 @@ std::string Config::RaftAddress() const {
   for (const auto& [id, address] : peers) {
     if (id == node_id) return address;
   }
+  // A joining node has no --peers: its --raft-bind, unless a wildcard, is
+  // the address the others are told with CLUSTER ADD.
+  if (!raft_bind.empty() && raft_bind.rfind("0.0.0.0:", 0) != 0 &&
+      raft_bind.rfind("[::]:", 0) != 0) {
+    return raft_bind;
+  }
   uint32_t port = raft_port_set ? raft_port : (this->port + 100u) % 65536u;
   return "127.0.0.1:" + std::to_string(port);
 }

@@ -39,7 +39,8 @@ struct Config {
   bool join = false;              // start empty; a leader adds us (CLUSTER ADD)
   uint32_t election_timeout_ms = 300;
 
-  // This node's raft address: its --peers entry, else 127.0.0.1:raft port.
+  // This node's raft address: its --peers entry, else its --raft-bind (if not
+  // a wildcard), else 127.0.0.1:raft port.
   std::string RaftAddress() const;
   // The client address clients are sent to: --advertise, else bind:port.
   std::string AdvertisedAddress() const;

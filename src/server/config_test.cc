@@ -69,5 +69,59 @@ TEST(ConfigTest, HelpExitsAndMentionsEveryFlag) {
   }
 }
 
+TEST(ConfigTest, ClusterFlags) {
+  Config c;
+  bool exit_now = false;
+  ASSERT_TRUE(Parse({"--node-id", "2", "--port", "7422", "--peers",
+                     "1=127.0.0.1:7521,2=127.0.0.1:7522,3=127.0.0.1:7523",
+                     "--election-timeout-ms", "500", "--advertise", "10.0.0.2:7422"},
+                    &c, &exit_now)
+                  .ok());
+  EXPECT_EQ(c.node_id, 2u);
+  ASSERT_EQ(c.peers.size(), 3u);
+  EXPECT_EQ(c.peers[2], std::make_pair(uint64_t{3}, std::string("127.0.0.1:7523")));
+  EXPECT_EQ(c.RaftAddress(), "127.0.0.1:7522");
+  EXPECT_EQ(c.AdvertisedAddress(), "10.0.0.2:7422");
+  EXPECT_EQ(c.election_timeout_ms, 500u);
+
+  Config j;
+  ASSERT_TRUE(Parse({"--join", "--node-id", "4", "--raft-bind", "10.0.0.4:7520"}, &j, &exit_now)
+                  .ok());
+  EXPECT_TRUE(j.join);
+  EXPECT_EQ(j.RaftAddress(), "10.0.0.4:7520");
+  EXPECT_EQ(j.AdvertisedAddress(), "127.0.0.1:7420");
+
+  Config w;
+  ASSERT_TRUE(Parse({"--join", "--port", "7430", "--raft-bind", "0.0.0.0:7530"}, &w, &exit_now)
+                  .ok());
+  EXPECT_EQ(w.RaftAddress(), "127.0.0.1:7530");  // a wildcard is not dialled: port + 100
+}
+
+TEST(ConfigTest, BadClusterFlagsAreRefused) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--peers", ""},
+      {"--peers", "1=127.0.0.1"},                                // no port
+      {"--peers", "0=127.0.0.1:7521"},                           // id 0
+      {"--peers", "x=127.0.0.1:7521"},
+      {"--peers", "1=127.0.0.1:7521,1=127.0.0.1:7522"},          // id twice
+      {"--peers", "1=127.0.0.1:7521,2=127.0.0.1:7521"},          // address twice
+      {"--node-id", "5", "--peers", "1=127.0.0.1:7521"},         // not naming this node
+      {"--join", "--peers", "1=127.0.0.1:7521"},                 // join with peers
+      {"--durability", "none", "--peers", "1=127.0.0.1:7521"},   // a cluster needs raft
+      {"--bind", "0.0.0.0", "--peers", "1=127.0.0.1:7521"},      // wildcard without --advertise
+      {"--election-timeout-ms", "10"},
+      {"--advertise", "nohostport"},
+      {"--raft-bind", "127.0.0.1:99999"},
+  };
+  for (const auto& args : bad) {
+    Config c;
+    bool exit_now = false;
+    Status st = Parse(args, &c, &exit_now);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << joined;
+  }
+}
+
 }  // namespace
 }  // namespace tumbler::server
