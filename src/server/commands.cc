@@ -784,6 +784,9 @@ Dispatched Dispatch(Server& server, Connection& conn, Args args) {
     return ReplyErr(conn, "wrong number of arguments for '" + Lower(spec->name) + "' command");
   }
   if ((spec->flags & kFlagNeedsState) != 0 && !server.serving()) {
+    // A read parked for a barrier of a term that ended is answered here: its
+    // fence must not satisfy a later read of this connection.
+    conn.set_read_fence(0);
     return Reply(conn, server.NotServingStatus());
   }
   if ((spec->flags & kFlagWrite) != 0 && server.QuorumSuspect()) {
