@@ -11,7 +11,7 @@ start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
 
 step "dependencies"
-scripts/install-deps.sh
+scripts/install-deps.sh --servers
 
 step "release build"
 scripts/build.sh release
