@@ -58,6 +58,27 @@ class Backend {
   virtual uint32_t HoldCount(std::string_view name) const = 0;
 };
 
+// The session-lost callback (Client::OnSessionLost) as every backend keeps it:
+// replaceable at any time, run at most once per Client, on the watchdog
+// thread, after the loss. Not thread-safe: its owner's mutex guards it.
+class LostCallback {
+ public:
+  using Fn = std::function<void(const Status&)>;
+  // Replaces the callback. One that already ran is not followed by another
+  // (include/tumbler/client.h: "if no callback has run yet").
+  void Set(Fn fn) { fn_ = std::move(fn); }
+  // The callback to run now, once; empty when there is none or it ran.
+  Fn TakeDue() {
+    if (!fn_ || ran_) return {};
+    ran_ = true;
+    return fn_;
+  }
+
+ private:
+  Fn fn_;
+  bool ran_ = false;
+};
+
 // Makes the backend for `url` (its scheme picks which), not yet opened.
 // Errors: kInvalidArgument (malformed URL, option out of range),
 // kUnsupported (unknown scheme).

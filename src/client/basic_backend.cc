@@ -89,8 +89,7 @@ Status BasicBackend::SessionStatus() const {
 
 void BasicBackend::SetLostCallback(std::function<void(const Status&)> callback) {
   std::lock_guard lock(mu_);
-  lost_callback_ = std::move(callback);
-  lost_callback_ran_ = false;
+  lost_callback_.Set(std::move(callback));
   watchdog_cv_.notify_all();
 }
 
@@ -123,9 +122,7 @@ void BasicBackend::RunWatchdog() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (lost_) {
-      if (lost_callback_ && !lost_callback_ran_) {
-        lost_callback_ran_ = true;
-        std::function<void(const Status&)> callback = lost_callback_;
+      if (LostCallback::Fn callback = lost_callback_.TakeDue()) {
         Status why = lost_status_;
         lock.unlock();
         callback(why);

@@ -149,8 +149,7 @@ class BasicBackend : public Backend {
   bool lost_ = false;
   bool stop_ = false;
   Status lost_status_;
-  std::function<void(const Status&)> lost_callback_;
-  bool lost_callback_ran_ = false;
+  LostCallback lost_callback_;
 };
 
 // A random 64-bit number from std::random_device (for lock values, retry jitter).

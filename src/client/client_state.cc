@@ -233,7 +233,7 @@ Status ClientState::EndedStatusLocked() const {
 
 void ClientState::SetLostCallback(std::function<void(const Status&)> callback) {
   std::lock_guard<std::mutex> lock(mu_);
-  lost_callback_ = std::move(callback);
+  lost_callback_.Set(std::move(callback));
   watchdog_cv_.notify_all();
 }
 
@@ -319,9 +319,7 @@ void ClientState::RunWatchdog() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (lost_) {
-      if (lost_callback_ && !lost_callback_ran_) {
-        lost_callback_ran_ = true;
-        std::function<void(const Status&)> callback = lost_callback_;
+      if (LostCallback::Fn callback = lost_callback_.TakeDue()) {
         Status why = lost_status_;
         lock.unlock();
         callback(why);

@@ -120,8 +120,7 @@ class ClientState final : public Backend {
   bool lost_ = false;
   Status lost_status_;
   bool stop_ = false;
-  std::function<void(const Status&)> lost_callback_;
-  bool lost_callback_ran_ = false;
+  LostCallback lost_callback_;
   bool repairs_wanted_ = false;
   Clock::time_point repair_not_before_;
   Clock::time_point next_renew_;

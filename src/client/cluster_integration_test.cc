@@ -54,12 +54,12 @@ class ClusterTest : public ::testing::Test {
     return url;
   }
 
-  // INFO of node i ("" when it does not answer).
-  std::string Info(int i) {
+  // INFO [section] of node i ("" when it does not answer).
+  std::string Info(int i, std::string_view section = "default") {
     client::Connection conn;
     auto deadline = Clock::now() + 1s;
     if (!conn.Open(client::Endpoint{"127.0.0.1", nodes_[i]->port()}, deadline).ok()) return "";
-    auto reply = conn.Call({"INFO"}, deadline, nullptr);
+    auto reply = conn.Call({"INFO", section}, deadline, nullptr);
     return reply.ok() ? reply->str : "";
   }
 
@@ -157,7 +157,7 @@ TEST_F(ClusterTest, SessionAndHoldsSurviveLeaderKill) {
   auto deadline = Clock::now() + 10s;
   std::string digest_line;
   while (Clock::now() < deadline) {
-    std::string a = Info(leader), b = Info(next);
+    std::string a = Info(leader, "digest"), b = Info(next, "digest");
     auto field = [](const std::string& info, const std::string& key) {
       size_t at = info.find(key + ":");
       if (at == std::string::npos) return std::string();

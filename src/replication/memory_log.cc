@@ -49,6 +49,7 @@ class MemoryLog final : public ReplicatedLog {
   }
 
   uint32_t voters() const override { return 1; }
+  std::vector<PeerStatus> Peers() const override { return {}; }
   Status AddVoter(uint64_t, const std::string&, DoneFn) override { return NoPeers(); }
   Status RemoveNode(uint64_t, DoneFn) override { return NoPeers(); }
   Status TransferLeadership(uint64_t, DoneFn) override { return NoPeers(); }

@@ -157,6 +157,7 @@ class RaftLog final : public ReplicatedLog {
   Status RemoveNode(uint64_t id, DoneFn done) override;
   Status TransferLeadership(uint64_t id, DoneFn done) override;
   LogStatus GetStatus() const override;
+  std::vector<PeerStatus> Peers() const override;
   uint32_t voters() const override {
     uint32_t n = 0;
     for (unsigned i = 0; i < raft_.configuration.n; ++i) {
@@ -531,15 +532,20 @@ LogStatus RaftLog::GetStatus() const {
   raft_leader(&raft_, &leader_id, &leader_address);
   status.leader_id = leader_id;
   if (leader_id != 0 && leader_address != nullptr) status.leader_address = leader_address;
+  return status;
+}
+
+std::vector<PeerStatus> RaftLog::Peers() const {
+  std::vector<PeerStatus> peers;
   for (unsigned i = 0; i < raft_.configuration.n; ++i) {
     const struct raft_server& s = raft_.configuration.servers[i];
     PeerStatus peer;
     peer.id = s.id;
     peer.address = s.address != nullptr ? s.address : "";
     peer.role = s.role == RAFT_VOTER ? "voter" : s.role == RAFT_STANDBY ? "standby" : "spare";
-    status.peers.push_back(std::move(peer));
+    peers.push_back(std::move(peer));
   }
-  return status;
+  return peers;
 }
 
 int RaftLog::FsmApply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result) {

@@ -59,7 +59,6 @@ struct LogStatus {
   uint64_t node_id = 0;
   uint64_t leader_id = 0;          // 0 while no leader is known
   std::string leader_address;      // the leader's raft address, "" if unknown
-  std::vector<PeerStatus> peers;   // the current configuration, by id
 };
 
 class ReplicatedLog {
@@ -101,7 +100,11 @@ class ReplicatedLog {
   // when the transfer ended, successfully or not: GetStatus() tells who leads.
   virtual Status TransferLeadership(uint64_t id, DoneFn done) = 0;
 
+  // Cheap: no allocation but the leader's address (the server polls it every
+  // 50 ms and on every request a follower refuses).
   virtual LogStatus GetStatus() const = 0;
+  // The current configuration, by id (for INFO and CLUSTER STATUS).
+  virtual std::vector<PeerStatus> Peers() const = 0;
   // Voters in the current configuration (cheap; 1 for a single node).
   virtual uint32_t voters() const = 0;
   // Proposals and barriers whose `done` has not run yet.

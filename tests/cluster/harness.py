@@ -15,6 +15,7 @@ are found by binding port 0.
 """
 
 import atexit
+import importlib.util
 import json
 import os
 import re
@@ -38,118 +39,26 @@ def tumblerd_path():
 
 
 # --------------------------------------------------------------------------
-# RESP
+# RESP: the integration harness's codec (tests/integration/harness.py), loaded
+# under another module name, since both files are called harness.py.
 # --------------------------------------------------------------------------
 
-class Incomplete(Exception):
-    pass
+def _load_integration_harness():
+    spec = importlib.util.spec_from_file_location(
+        "tumbler_integration_harness", os.path.join(REPO, "tests", "integration", "harness.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class ProtocolError(Exception):
-    pass
-
-
-class ReplyTimeout(Exception):
-    pass
-
-
-class ConnectionClosed(Exception):
-    pass
-
-
-class RespError(Exception):
-    """An error reply, returned (not raised) by Conn.call."""
-
-    def __init__(self, text):
-        if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8", "replace")
-        super().__init__(text)
-        self.text = text
-        self.code = text.split(" ", 1)[0] if text else ""
-        self.message = text.split(" ", 1)[1] if " " in text else ""
-
-    def __eq__(self, other):
-        return isinstance(other, RespError) and other.text == self.text
-
-    def __hash__(self):
-        return hash(self.text)
-
-    def __repr__(self):
-        return "RespError(%r)" % self.text
-
-
-def _line(buf, pos):
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        raise Incomplete()
-    return bytes(buf[pos:end]), end + 2
-
-
-def parse_reply(buf, pos=0, depth=0):
-    """One RESP2/RESP3 reply at buf[pos:] -> (value, new_pos). Nulls -> None,
-    maps -> dict, errors -> RespError, simple strings -> str, bulk -> bytes."""
-    if depth > 32:
-        raise ProtocolError("nesting too deep")
-    if pos >= len(buf):
-        raise Incomplete()
-    t = buf[pos:pos + 1]
-    line, p = _line(buf, pos + 1)
-    if t == b"+":
-        return line.decode("utf-8", "replace"), p
-    if t == b"-":
-        return RespError(line), p
-    if t in (b":", b"("):
-        return int(line), p
-    if t == b",":
-        return float(line), p
-    if t == b"#":
-        return line == b"t", p
-    if t == b"_":
-        return None, p
-    if t in (b"$", b"=", b"!"):
-        n = int(line)
-        if n < 0:
-            return None, p
-        if len(buf) < p + n + 2:
-            raise Incomplete()
-        data = bytes(buf[p:p + n])
-        p += n + 2
-        if t == b"!":
-            return RespError(data), p
-        if t == b"=":
-            data = data[4:]
-        return data, p
-    if t in (b"*", b"~", b">"):
-        n = int(line)
-        if n < 0:
-            return None, p
-        out = []
-        for _ in range(n):
-            v, p = parse_reply(buf, p, depth + 1)
-            out.append(v)
-        return out, p
-    if t in (b"%", b"|"):
-        n = int(line)
-        m = {}
-        for _ in range(n):
-            k, p = parse_reply(buf, p, depth + 1)
-            v, p = parse_reply(buf, p, depth + 1)
-            m[k if not isinstance(k, list) else tuple(k)] = v
-        if t == b"|":
-            return parse_reply(buf, p, depth)
-        return m, p
-    raise ProtocolError("unknown reply type %r" % t)
-
-
-def encode_command(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        if isinstance(a, int):
-            a = str(a)
-        if isinstance(a, str):
-            a = a.encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+_integration = _load_integration_harness()
+Incomplete = _integration.Incomplete
+ProtocolError = _integration.ProtocolError
+ReplyTimeout = _integration.ReplyTimeout
+ConnectionClosed = _integration.ConnectionClosed
+RespError = _integration.RespError
+parse_reply = _integration.parse_reply
+encode_command = _integration.encode_command
 
 
 class Conn:
@@ -433,6 +342,21 @@ class Node:
             return None
         return parse_info(r)
 
+    def digest(self, timeout=2.0):
+        """(applied_index, state_digest) from `INFO digest` (both from one
+        moment of the node), or None if it does not answer in time."""
+        if not self.alive() or self.stopped:
+            return None
+        try:
+            with self.conn(timeout=timeout) as c:
+                r = c.call("INFO", "digest", timeout=timeout)
+        except NET_ERRORS:
+            return None
+        if isinstance(r, RespError):
+            return None
+        inf = parse_info(r)
+        return int(inf.get("applied_index", -1)), inf.get("state_digest")
+
     def call(self, *args, timeout=2.0):
         with self.conn(timeout=timeout) as c:
             return c.call(*args, timeout=timeout)
@@ -645,7 +569,7 @@ class Cluster:
                 lines.append("node %d: " % i + " ".join(
                     "%s=%s" % (k, inf.get(k)) for k in
                     ("role", "serving", "term", "leader_id", "commit_index", "applied_index",
-                     "last_token", "state_digest")))
+                     "last_token")))
         return "\n".join(lines)
 
     def digests(self, timeout=15.0):
@@ -663,8 +587,12 @@ class Cluster:
                        if inf.get("role") == "leader"}
             if commits and commits != applied:
                 return None
-            return {i: (int(inf.get("applied_index")), inf.get("state_digest"))
-                    for i, inf in infos.items()}
+            # The digest is asked for separately (INFO leaves it out: it
+            # encodes the whole state); every node must still be at that index.
+            digests = {i: self.nodes[i].digest() for i in infos}
+            if any(d is None or str(d[0]) != next(iter(applied)) for d in digests.values()):
+                return None
+            return digests
 
         return wait_until(same, timeout, interval=0.1,
                           what="equal applied_index on every live node")

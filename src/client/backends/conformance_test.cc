@@ -273,27 +273,12 @@ TEST_P(ConformanceTest, KilledHolderIsReleased) {
   // A `tumbler run` process holds the lock; kill -9 it (and its command).
   // The lease / session / connection must give the lock to someone else.
   const std::string name = UniqueName("killed");
-  const std::string marker = server_->dir() + "/" + name + ".held";
   constexpr auto kTtl = 2s;
-  std::string command = "exec '" + std::string(testing::CliPath()) + "' --server '" +
-                        server_->url() + "' run --lock '" + name +
-                        "' --ttl 2s -- sh -c 'echo $$ > \"" + marker + "\"; exec sleep 60'";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  Clock::time_point deadline = Clock::now() + 30s;
-  while (!std::filesystem::exists(marker) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(std::filesystem::exists(marker)) << "the holder never ran its command";
+  testing::HolderProcess holder;
+  Status started = holder.Start(server_->url(), name, kTtl);
+  ASSERT_TRUE(started.ok()) << started.ToString();
   std::this_thread::sleep_for(100ms);
-  ::kill(-holder, SIGKILL);  // the CLI and its command: one process group
-  int status = 0;
-  ::waitpid(holder, &status, 0);
+  holder.Kill();
   Clock::time_point killed = Clock::now();
 
   Client other = Connect();
@@ -330,6 +315,17 @@ TEST_P(ConformanceTest, ServerStoppedGivesErrorsAndSessionLoss) {
   });
   Mutex held = client.NewMutex("held");
   ASSERT_TRUE(held.Lock().ok());
+  // A second client blocked on the held lock when the server goes.
+  Result<Client> second = Client::Connect(own.url(), options);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  Status waited;
+  std::atomic<bool> wait_ended{false};
+  std::thread waiter([&] {
+    waited = second->NewMutex("held").Lock();
+    wait_ended = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(wait_ended.load()) << "granted a held lock: " << waited.ToString();
   own.Stop(/*hard=*/true);
   Clock::time_point stopped = Clock::now();
 
@@ -351,6 +347,75 @@ TEST_P(ConformanceTest, ServerStoppedGivesErrorsAndSessionLoss) {
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_EQ(other.Lock().code(), StatusCode::kSessionLost);
   EXPECT_EQ(held.token(), 0u);
+
+  // The blocked lock() ends with an error once its session is gone: it does
+  // not hang on a dead server.
+  while (!wait_ended.load() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(wait_ended.load()) << "a blocked Lock() hung after the server stopped";
+  if (!wait_ended.load()) second->Close().IgnoreError();  // wakes it, so the test can end
+  waiter.join();
+  EXPECT_FALSE(waited.ok());
+}
+
+TEST_P(ConformanceTest, DeadlockFailsOneWaitOrTimedWaitsEndIt) {
+  // A holds x and wants y; B holds y and wants x. A backend that detects
+  // deadlocks fails exactly one of the two waits with kDeadlock (the other
+  // then gets its lock); one that does not must let timed waits end the
+  // cycle: both time out (false), neither claims a deadlock, nothing hangs.
+  const bool detects = Info().Supports(Property::kDeadlockDetection);
+  Client a = Connect();
+  Client b = Connect();
+  const std::string x = UniqueName("dl-x"), y = UniqueName("dl-y");
+  Mutex ax = a.NewMutex(x), ay = a.NewMutex(y);
+  Mutex bx = b.NewMutex(x), by = b.NewMutex(y);
+  ASSERT_TRUE(ax.Lock().ok());
+  // Bounded either way, so that a detection that does not happen fails the
+  // test (no kDeadlock within 10 s) instead of hanging it.
+  auto wait = [&](Mutex& m) { return m.TryLockFor(detects ? 10s : 1s); };
+  // Holders are threads: B's holds and wait are all on one thread of its own.
+  Result<bool> b_got = false;
+  std::atomic<int> b_state{0};  // 1: B holds y; -1: it could not lock y
+  std::thread tb([&] {
+    Status locked = by.Lock();
+    if (!locked.ok()) {
+      b_got = locked;
+      b_state = -1;
+      return;
+    }
+    b_state = 1;
+    std::this_thread::sleep_for(200ms);  // A waits first
+    b_got = wait(bx);
+    if (b_got.ok() && b_got.value()) {
+      EXPECT_TRUE(bx.Unlock().ok());
+    }
+    EXPECT_TRUE(by.Unlock().ok());
+  });
+  while (b_state.load() == 0) std::this_thread::sleep_for(5ms);
+  if (b_state.load() < 0) {
+    tb.join();
+    FAIL() << "B could not lock y: " << b_got.status().ToString();
+  }
+  Clock::time_point start = Clock::now();
+  Result<bool> a_got = wait(ay);
+  if (a_got.ok() && a_got.value()) {
+    EXPECT_TRUE(ay.Unlock().ok());
+  }
+  EXPECT_TRUE(ax.Unlock().ok());
+  tb.join();
+  EXPECT_LT(Clock::now() - start, 9s);
+  auto is_deadlock = [](const Result<bool>& r) {
+    return !r.ok() && r.status().code() == StatusCode::kDeadlock;
+  };
+  auto got = [](const Result<bool>& r) { return r.ok() && r.value(); };
+  if (detects) {
+    EXPECT_EQ(is_deadlock(a_got) + is_deadlock(b_got), 1)
+        << a_got.status().ToString() << " / " << b_got.status().ToString();
+    EXPECT_TRUE(got(a_got) || got(b_got));
+  } else {
+    EXPECT_TRUE(a_got.ok()) << a_got.status().ToString();
+    EXPECT_TRUE(b_got.ok()) << b_got.status().ToString();
+    EXPECT_FALSE(got(a_got) && got(b_got)) << "both held both locks";
+  }
 }
 
 std::string SchemeName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }

@@ -676,22 +676,10 @@ TEST_F(EtcdBackendTest, FailsOverPastADeadMember) {
 
 TEST_F(EtcdBackendTest, KilledHolderProcessIsReleasedByLeaseExpiry) {
   const std::string name = UniqueName("killed");
-  const std::string marker = SharedEtcd().dir() + "/" + name + ".held";
-  std::string command = "exec '" + std::string(testing::CliPath()) + "' --server '" + url_ +
-                        "' run --lock '" + name + "' --ttl 2s -- sh -c 'echo $$ > \"" + marker +
-                        "\"; exec sleep 60'";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  testing::HolderProcess holder;
+  Status started = holder.Start(url_, name, 2s, 20s);
+  ASSERT_TRUE(started.ok()) << started.ToString();
   Clock::time_point until = Clock::now() + 20s;
-  while (!std::filesystem::exists(marker) && Clock::now() < until) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(std::filesystem::exists(marker)) << "the holder never ran its command";
   ASSERT_EQ(LockKeys(url_, name).size(), 1u);
   Client other = Connect();
   Mutex m = other.NewMutex(name);
@@ -708,9 +696,7 @@ TEST_F(EtcdBackendTest, KilledHolderProcessIsReleasedByLeaseExpiry) {
   while (LockKeys(url_, name).size() < 2 && Clock::now() < until) {
     std::this_thread::sleep_for(10ms);
   }
-  ::kill(-holder, SIGKILL);  // the CLI and its command: one process group
-  int status = 0;
-  ::waitpid(holder, &status, 0);
+  holder.Kill();
   killed = Clock::now();
   waiter.join();
   auto after = granted - killed;

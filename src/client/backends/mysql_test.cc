@@ -217,66 +217,21 @@ TEST_F(MySqlTest, SharedModeIsUnsupported) {
   EXPECT_EQ(m.TryLockShared().status().code(), StatusCode::kUnsupported);
 }
 
-TEST_F(MySqlTest, DeadlockBetweenTwoClientsFailsOneWait) {
-  Client a = Connect(url());
-  Client b = Connect(url());
-  const std::string x = Unique("x"), y = Unique("y");
-  Mutex ax = a.NewMutex(x), ay = a.NewMutex(y);
-  Mutex bx = b.NewMutex(x), by = b.NewMutex(y);
-  ASSERT_TRUE(ax.Lock().ok());
-  std::atomic<int> deadlocks{0};
-  Status b_status;
-  std::thread tb([&] {
-    ASSERT_TRUE(by.Lock().ok());
-    std::this_thread::sleep_for(200ms);
-    b_status = bx.Lock();
-    if (b_status.code() == StatusCode::kDeadlock) ++deadlocks;
-    if (b_status.ok()) {
-      EXPECT_TRUE(bx.Unlock().ok());
-    }
-    EXPECT_TRUE(by.Unlock().ok());
-  });
-  std::this_thread::sleep_for(100ms);
-  Clock::time_point start = Clock::now();
-  Status a_status = ay.Lock();
-  if (a_status.code() == StatusCode::kDeadlock) ++deadlocks;
-  if (a_status.ok()) {
-    EXPECT_TRUE(ay.Unlock().ok());
-  }
-  EXPECT_TRUE(ax.Unlock().ok());
-  tb.join();
-  EXPECT_EQ(deadlocks.load(), 1) << a_status.ToString() << " / " << b_status.ToString();
-  EXPECT_TRUE(a_status.ok() || b_status.ok());
-  EXPECT_LT(Clock::now() - start, 10s);
-}
-
 TEST_F(MySqlTest, HungHolderIsReleasedAfterTheTtl) {
   // A stopped holder keeps its TCP connection open; the server ends it
   // after wait_timeout (the TTL, rounded up to 2 s here) of silence.
   const std::string name = Unique("hung");
-  std::string command = std::string("exec '") + testing::CliPath() + "' --server '" + url() +
-                        "' run --lock '" + name + "' --ttl 1500ms -- sleep 60";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  bool held = false;
-  for (int i = 0; i < 100 && !held; ++i) {
-    held = Sql(url(), "SELECT IS_USED_LOCK('" + name + "') IS NOT NULL") == "1";
-    if (!held) std::this_thread::sleep_for(50ms);
-  }
-  ASSERT_TRUE(held) << "the holder never took the lock";
-  ::kill(holder, SIGSTOP);
+  testing::HolderProcess holder;
+  Status started = holder.Start(url(), name, 1500ms);
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  ASSERT_EQ(Sql(url(), "SELECT IS_USED_LOCK('" + name + "') IS NOT NULL"), "1");
+  holder.Signal(SIGSTOP);
   Clock::time_point stopped = Clock::now();
   Client client = Connect(url());
   Mutex m = client.NewMutex(name);
   Result<bool> got = m.TryLockFor(15s);
   auto took = Clock::now() - stopped;
-  ::kill(holder, SIGKILL);
-  ::kill(holder, SIGCONT);
-  ::waitpid(holder, nullptr, 0);
+  holder.Kill();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got.value());
   EXPECT_LT(took, 8s);
@@ -333,32 +288,6 @@ TEST_F(MySqlTest, KilledHolderConnectionLosesTheSession) {
   EXPECT_TRUE(lost.load());
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_EQ(m.TryLock().status().code(), StatusCode::kSessionLost);
-}
-
-TEST(MySqlServerTest, ServerStopWakesWaitersAndLosesTheSession) {
-  ExternalServer server("mysql");
-  ASSERT_TRUE(server.ok()) << server.error();
-  Client a = Connect(server.url(), 1s);
-  Client b = Connect(server.url(), 1s);
-  std::atomic<bool> lost{false};
-  b.OnSessionLost([&](const Status&) { lost = true; });
-  const std::string name = Unique("stop");
-  Mutex ma = a.NewMutex(name);
-  ASSERT_TRUE(ma.Lock().ok());
-  Status waited;
-  std::thread t([&] { waited = b.NewMutex(name).Lock(); });
-  std::this_thread::sleep_for(300ms);
-  Clock::time_point start = Clock::now();
-  server.Stop(/*hard=*/true);
-  t.join();
-  EXPECT_LT(Clock::now() - start, 5s);
-  EXPECT_FALSE(waited.ok());
-  for (int i = 0; i < 100 && !lost; ++i) std::this_thread::sleep_for(50ms);
-  EXPECT_TRUE(lost.load());
-  Result<bool> after = b.NewMutex(name).TryLock();
-  EXPECT_EQ(after.status().code(), StatusCode::kSessionLost) << after.status().ToString();
-  for (int i = 0; i < 100 && a.SessionStatus().ok(); ++i) std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(a.SessionStatus().code(), StatusCode::kSessionLost);
 }
 
 }  // namespace

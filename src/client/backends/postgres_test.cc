@@ -227,72 +227,21 @@ TEST_F(PostgresTest, WriterWaitingBlocksNewReaders) {
   EXPECT_TRUE(writer_has.load());
 }
 
-TEST_F(PostgresTest, DeadlockBetweenTwoClientsFailsOneWait) {
-  Client a = Connect(url());
-  Client b = Connect(url());
-  const std::string x = Unique("x"), y = Unique("y");
-  Mutex ax = a.NewMutex(x), ay = a.NewMutex(y);
-  Mutex bx = b.NewMutex(x), by = b.NewMutex(y);
-  ASSERT_TRUE(ax.Lock().ok());
-  std::atomic<int> deadlocks{0};
-  Status b_status;
-  std::thread tb([&] {
-    ASSERT_TRUE(by.Lock().ok());
-    std::this_thread::sleep_for(200ms);
-    b_status = bx.Lock();  // closes or joins the cycle
-    if (b_status.code() == StatusCode::kDeadlock) ++deadlocks;
-    if (b_status.ok()) {
-      EXPECT_TRUE(bx.Unlock().ok());
-    }
-    EXPECT_TRUE(by.Unlock().ok());
-  });
-  std::this_thread::sleep_for(100ms);
-  Clock::time_point start = Clock::now();
-  Status a_status = ay.Lock();
-  if (a_status.code() == StatusCode::kDeadlock) ++deadlocks;
-  if (a_status.ok()) {
-    EXPECT_TRUE(ay.Unlock().ok());
-  }
-  EXPECT_TRUE(ax.Unlock().ok());
-  tb.join();
-  EXPECT_EQ(deadlocks.load(), 1) << a_status.ToString() << " / " << b_status.ToString();
-  EXPECT_TRUE(a_status.ok() || b_status.ok());
-  EXPECT_LT(Clock::now() - start, 10s);
-}
-
 TEST_F(PostgresTest, HungHolderIsReleasedAfterTheTtl) {
   // A holder process that stops (SIGSTOP) keeps its TCP connection open; the
   // server ends the connection once it has idled for the TTL.
   const std::string name = Unique("hung");
-  std::string command = std::string("exec '") + testing::CliPath() + "' --server '" + url() +
-                        "' run --lock '" + name + "' --ttl 1500ms -- sleep 60";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  testing::HolderProcess holder;
+  Status started = holder.Start(url(), name, 1500ms);
+  ASSERT_TRUE(started.ok()) << started.ToString();
   Client client = Connect(url());
   Mutex m = client.NewMutex(name);
-  bool held = false;
-  for (int i = 0; i < 100 && !held; ++i) {  // until the holder has it
-    Result<bool> got = m.TryLock();
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    if (got.value()) {
-      ASSERT_TRUE(m.Unlock().ok());
-      std::this_thread::sleep_for(50ms);
-    } else {
-      held = true;
-    }
-  }
-  ASSERT_TRUE(held) << "the holder never took the lock";
-  ::kill(holder, SIGSTOP);
+  ASSERT_FALSE(m.TryLock().value()) << "the holder does not hold the lock";
+  holder.Signal(SIGSTOP);
   Clock::time_point stopped = Clock::now();
   Result<bool> got = m.TryLockFor(10s);
   auto took = Clock::now() - stopped;
-  ::kill(holder, SIGKILL);
-  ::kill(holder, SIGCONT);
-  ::waitpid(holder, nullptr, 0);
+  holder.Kill();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got.value());
   EXPECT_LT(took, 5s);
@@ -366,33 +315,6 @@ TEST_F(PostgresTest, TerminatedHolderConnectionLosesTheSession) {
   EXPECT_TRUE(lost.load());
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_EQ(m.TryLock().status().code(), StatusCode::kSessionLost);
-}
-
-TEST(PostgresServerTest, ServerStopWakesWaitersAndLosesTheSession) {
-  ExternalServer server("postgres");
-  ASSERT_TRUE(server.ok()) << server.error();
-  Client a = Connect(server.url(), 1s);
-  Client b = Connect(server.url(), 1s);
-  std::atomic<bool> lost{false};
-  b.OnSessionLost([&](const Status&) { lost = true; });
-  const std::string name = Unique("stop");
-  Mutex ma = a.NewMutex(name);
-  ASSERT_TRUE(ma.Lock().ok());
-  Status waited;
-  std::thread t([&] { waited = b.NewMutex(name).Lock(); });
-  std::this_thread::sleep_for(300ms);
-  Clock::time_point start = Clock::now();
-  server.Stop(/*hard=*/true);
-  t.join();
-  EXPECT_LT(Clock::now() - start, 5s);
-  EXPECT_FALSE(waited.ok());
-  for (int i = 0; i < 100 && !lost; ++i) std::this_thread::sleep_for(50ms);
-  EXPECT_TRUE(lost.load());
-  Result<bool> after = b.NewMutex(name).TryLock();
-  EXPECT_EQ(after.status().code(), StatusCode::kSessionLost) << after.status().ToString();
-  // a, which held the lock, loses its session too (its watchdog sees it).
-  for (int i = 0; i < 100 && a.SessionStatus().ok(); ++i) std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(a.SessionStatus().code(), StatusCode::kSessionLost);
 }
 
 }  // namespace

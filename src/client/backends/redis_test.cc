@@ -419,30 +419,15 @@ TEST_F(RedisTest, WatchdogKeepsALockPastItsTtl) {
 
 TEST_F(RedisTest, KilledHolderProcessIsReleasedAfterTheTtl) {
   const std::string name = UniqueName("killed");
-  const std::string marker = SharedServer().dir() + "/" + name + ".held";
-  std::string command = "exec '" + std::string(testing::CliPath()) + "' --server '" + Url() +
-                        "' run --lock '" + name + "' --ttl 1s -- sh -c 'echo $$ > \"" + marker +
-                        "\"; exec sleep 60'";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  Clock::time_point deadline = Clock::now() + 30s;
-  while (!std::filesystem::exists(marker) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(std::filesystem::exists(marker)) << "the holder never ran its command";
+  testing::HolderProcess holder;
+  Status started = holder.Start(Url(), name, 1s);
+  ASSERT_TRUE(started.ok()) << started.ToString();
   // Let the holder's watchdog renew a few times: the lock outlives one TTL.
   std::this_thread::sleep_for(1500ms);
   Client other = Connect(1s);
   Mutex m = other.NewMutex(name);
   EXPECT_FALSE(m.TryLock().value()) << "the holder's watchdog did not keep the lock";
-  ::kill(-holder, SIGKILL);
-  int status = 0;
-  ::waitpid(holder, &status, 0);
+  holder.Kill();
   Clock::time_point killed = Clock::now();
   Result<bool> got = m.TryLockFor(10s);
   auto after = Clock::now() - killed;

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +35,54 @@ bool WaitGone(pid_t pid, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+
+Status HolderProcess::Start(const std::string& url, const std::string& name,
+                            std::chrono::milliseconds ttl, std::chrono::milliseconds timeout) {
+  static std::atomic<int> counter{0};
+  marker_ = "/tmp/tumbler-holder-" + std::to_string(::getpid()) + "-" +
+            std::to_string(counter++) + ".held";
+  std::filesystem::remove(marker_);
+  std::string command = "exec '" + std::string(CliPath()) + "' --server '" + url +
+                        "' run --lock '" + name + "' --ttl " + std::to_string(ttl.count()) +
+                        "ms -- sh -c 'echo $$ > \"" + marker_ + "\"; exec sleep 60'";
+  pid_t pid = ::fork();
+  if (pid < 0) return Status(StatusCode::kUnavailable, "fork failed");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so that a signal right after Start reaches the group
+  pid_ = pid;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(marker_)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(StatusCode::kTimeout, "the holder never ran its command (no grant)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
+void HolderProcess::Signal(int signal) {
+  if (pid_ > 0) ::kill(-pid_, signal);
+}
+
+void HolderProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(-pid_, SIGKILL);
+  ::kill(-pid_, SIGCONT);  // a stopped process dies only once continued
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+HolderProcess::~HolderProcess() {
+  Kill();
+  if (!marker_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(marker_, ec);
+  }
 }
 
 ExternalServer::ExternalServer(const std::string& scheme) : scheme_(scheme) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tumbler/status.h"
+
 namespace tumbler::testing {
 
 // One run of tests/backends/servers/<scheme>.sh: the server(s) it started,
@@ -38,6 +40,31 @@ class ExternalServer {
   std::string url_;
   std::string error_;
   std::vector<pid_t> pids_;
+};
+
+// A second process holding a lock: `tumbler --server URL run --lock NAME
+// --ttl TTL -- <a command that marks a file and sleeps>`, in a process group
+// of its own (the CLI and its command). Used to kill -9 or SIGSTOP a holder.
+// The destructor kills and reaps it if it still runs.
+class HolderProcess {
+ public:
+  HolderProcess() = default;
+  ~HolderProcess();
+  HolderProcess(const HolderProcess&) = delete;
+  HolderProcess& operator=(const HolderProcess&) = delete;
+
+  // Starts it and waits until its command runs, i.e. the CLI holds the lock.
+  // Errors: kUnavailable (fork failed), kTimeout (no grant within `timeout`).
+  Status Start(const std::string& url, const std::string& name, std::chrono::milliseconds ttl,
+               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Sends `signal` to the CLI and its command.
+  void Signal(int signal);
+  // SIGKILLs them and reaps the CLI: gone when this returns. Idempotent.
+  void Kill();
+
+ private:
+  pid_t pid_ = -1;
+  std::string marker_;
 };
 
 // Waits up to `timeout` for `pid` (not our child) to exit.

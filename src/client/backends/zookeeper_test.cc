@@ -556,26 +556,11 @@ TEST_F(ZooKeeperTest, ReadersShareAndDoNotPassAWaitingWriter) {
 
 TEST_F(ZooKeeperTest, KilledHolderProcessIsReleasedAfterItsSessionTimeout) {
   const std::string name = UniqueName("killed");
-  const std::string marker = server_->dir() + "/" + name + ".held";
-  std::string command = "exec '" + std::string(testing::CliPath()) + "' --server '" +
-                        server_->url() + "' run --lock '" + name +
-                        "' --ttl 2s -- sh -c 'echo $$ > \"" + marker + "\"; exec sleep 60'";
-  pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  Clock::time_point deadline = Clock::now() + 30s;
-  while (!std::filesystem::exists(marker) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(std::filesystem::exists(marker)) << "the holder never ran its command";
+  testing::HolderProcess holder;
+  Status started = holder.Start(server_->url(), name, 2s);
+  ASSERT_TRUE(started.ok()) << started.ToString();
   ASSERT_EQ(inspector_->Queue(name).size(), 1u);
-  ::kill(-holder, SIGKILL);
-  int status = 0;
-  ::waitpid(holder, &status, 0);
+  holder.Kill();
   Clock::time_point killed = Clock::now();
 
   Client waiter = Connect();
