@@ -5,11 +5,13 @@
 #include <atomic>
 #include <barrier>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "client/connection.h"
 #include "client/url.h"
+#include "host_steal.h"
 #include "tumbler/client.h"
 
 namespace tumbler::bench {
@@ -97,18 +99,21 @@ Result<LoadResult> RunLibraryLoad(const LoadSpec& spec) {
   for (int i = 0; i < n; ++i) threads.emplace_back(body, i);
   std::this_thread::sleep_for(spec.warmup);
   double cpu0 = CpuSeconds();
+  std::optional<double> steal0 = MachineStealSeconds();
   Clock::time_point t0 = Clock::now();
   measuring = true;
   std::this_thread::sleep_for(spec.duration);
   measuring = false;
   Clock::time_point t1 = Clock::now();
   double cpu1 = CpuSeconds();
+  std::optional<double> steal1 = MachineStealSeconds();
   stop = true;
   for (auto& t : threads) t.join();
   for (Client& c : clients) c.Close().IgnoreError();
   LoadResult r;
   r.measured_s = std::chrono::duration<double>(t1 - t0).count();
   r.client_cpu_s = cpu1 - cpu0;
+  if (steal0 && steal1) r.host_steal_s = *steal1 - *steal0;
   r.client_acquisitions_min = UINT64_MAX;
   for (const PerClient& p : per) {
     if (!p.status.ok()) {

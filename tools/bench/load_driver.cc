@@ -14,11 +14,13 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "connection.h"
+#include "host_steal.h"
 
 namespace tumbler::bench {
 
@@ -158,6 +160,8 @@ class LoadThread {
   LoadResult result_;
   double cpu_start_s_ = 0;
   double cpu_end_s_ = 0;
+  std::optional<double> steal_start_s_;
+  std::optional<double> steal_end_s_;
   bool cpu_started_ = false;
   bool cpu_ended_ = false;
 };
@@ -229,10 +233,12 @@ Status LoadThread::Run() {
     now = NowNs();
     if (samples_cpu_ && !cpu_started_ && now >= warm_end_ns_) {
       cpu_start_s_ = ProcessCpuSeconds();
+      steal_start_s_ = MachineStealSeconds();
       cpu_started_ = true;
     }
     if (samples_cpu_ && !cpu_ended_ && now >= measure_end_ns_) {
       cpu_end_s_ = ProcessCpuSeconds();
+      steal_end_s_ = MachineStealSeconds();
       cpu_ended_ = true;
     }
     if (Stopping(now) && CountIn(ClientState::kIdle) == clients_.size()) break;
@@ -505,7 +511,10 @@ void LoadThread::Summarize(LoadResult* out) const {
     out->client_acquisitions_min = std::min(out->client_acquisitions_min, c->acquisitions);
     out->client_acquisitions_max = std::max(out->client_acquisitions_max, c->acquisitions);
   }
-  if (samples_cpu_) out->client_cpu_s = cpu_end_s_ - cpu_start_s_;
+  if (samples_cpu_) {
+    out->client_cpu_s = cpu_end_s_ - cpu_start_s_;
+    if (steal_start_s_ && steal_end_s_) out->host_steal_s = *steal_end_s_ - *steal_start_s_;
+  }
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ struct LoadResult {
   uint64_t client_acquisitions_min = 0;
   uint64_t client_acquisitions_max = 0;
   double client_cpu_s = 0;        // getrusage(RUSAGE_SELF) over the measure phase
+  // Host steal of all CPUs over the measure phase (host_steal.h); < 0: unknown.
+  double host_steal_s = -1;
 };
 
 // Runs one workload against one endpoint. Errors: kUnavailable (connect or a

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 namespace tumbler::bench {
 namespace {
@@ -85,6 +86,14 @@ std::string ClientCpuText(double cpu_share) {
   return text;
 }
 
+// The share of the machine's CPU time (all CPUs) the host took during the
+// measure phase (host_steal.h).
+std::string HostStealText(const LoadResult& l) {
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (l.host_steal_s < 0 || l.measured_s <= 0) return "-";
+  return Printf("%.1f%%", 100.0 * l.host_steal_s / (l.measured_s * cpus));
+}
+
 std::string LatencyOrDash(const LatencyHistogram& h, double q) {
   return h.count() == 0 ? "-" : FormatLatency(h.Percentile(q));
 }
@@ -92,7 +101,7 @@ std::string LatencyOrDash(const LatencyHistogram& h, double q) {
 Table LoadTable(const std::vector<RunRecord>& runs) {
   Table t = {{"workload", "clients", "server", "pairs/s", "target/this", "acquire p50",
               "p99", "p999", "handoff p50", "p99", "p999", "retries/s", "self re-acq", "per-client min/max",
-              "client CPU", "CPU/pair"}};
+              "client CPU", "CPU/pair", "host steal"}};
   for (const RunRecord& r : runs) {
     if (r.workload == Workload::kFill) continue;
     const LoadResult& l = r.load;
@@ -111,7 +120,8 @@ Table LoadTable(const std::vector<RunRecord>& runs) {
                                  std::to_string(l.client_acquisitions_max)
                            : "-",
                  ClientCpuText(l.client_cpu_s / seconds),
-                 l.pairs == 0 ? "-" : Printf("%.1fus", 1e6 * l.client_cpu_s / l.pairs)});
+                 l.pairs == 0 ? "-" : Printf("%.1fus", 1e6 * l.client_cpu_s / l.pairs),
+                 HostStealText(l)});
   }
   return t;
 }
@@ -220,11 +230,13 @@ void JsonRounds(std::string* out, const std::vector<LoadResult>& rounds,
                   "%s{\"round\": %zu, \"measured_s\": %.3f, \"pairs\": %" PRIu64
                   ", \"pairs_per_s\": %.1f, \"target_over_this\": %s"
                   ", \"acquire_p99_us\": %.1f, \"handoff_p50_us\": %.1f"
-                  ", \"handoff_p99_us\": %.1f, \"client_cpu_s\": %.3f}",
+                  ", \"handoff_p99_us\": %.1f, \"client_cpu_s\": %.3f"
+                  ", \"host_steal_s\": %s}",
                   i == 0 ? "" : ", ", i + 1, l.measured_s, l.pairs, PairsPerSecond(l),
                   round_ratio ? Printf("%.4f", *round_ratio).c_str() : "null",
                   l.acquire.Percentile(0.99) / 1e3, l.handoff.Percentile(0.5) / 1e3,
-                  l.handoff.Percentile(0.99) / 1e3, l.client_cpu_s);
+                  l.handoff.Percentile(0.99) / 1e3, l.client_cpu_s,
+                  l.host_steal_s < 0 ? "null" : Printf("%.3f", l.host_steal_s).c_str());
     *out += text;
   }
   *out += "]";
@@ -289,11 +301,13 @@ std::string FormatJson(const std::vector<RunRecord>& runs) {
                   ", \"busy_replies\": %" PRIu64 ", \"self_reacquisitions\": %" PRIu64
                   ", \"client_acquisitions_min\": %" PRIu64
                   ", \"client_acquisitions_max\": %" PRIu64
-                  ", \"client_cpu_s\": %.3f, \"client_cpu_us_per_pair\": %.2f",
+                  ", \"client_cpu_s\": %.3f, \"client_cpu_us_per_pair\": %.2f"
+                  ", \"host_steal_s\": %s",
                   l.measured_s, l.pairs, PairsPerSecond(r), l.acquisitions,
                   l.busy_replies, l.self_reacquisitions, l.client_acquisitions_min,
                   l.client_acquisitions_max, l.client_cpu_s,
-                  l.pairs > 0 ? 1e6 * l.client_cpu_s / l.pairs : 0.0);
+                  l.pairs > 0 ? 1e6 * l.client_cpu_s / l.pairs : 0.0,
+                  l.host_steal_s < 0 ? "null" : Printf("%.3f", l.host_steal_s).c_str());
     out += text;
     // target_over_this: the median of the per-round ratios (null for the
     // target); _pooled: total pairs/s over total pairs/s, for comparison.

@@ -10,7 +10,12 @@ LoadResult PoolRounds(const std::vector<LoadResult>& rounds) {
   LoadResult pooled;
   if (rounds.empty()) return pooled;
   pooled.client_acquisitions_min = UINT64_MAX;
+  pooled.host_steal_s = 0;
   for (const LoadResult& r : rounds) {
+    // Unknown in one round: unknown pooled.
+    pooled.host_steal_s = pooled.host_steal_s < 0 || r.host_steal_s < 0
+                              ? -1
+                              : pooled.host_steal_s + r.host_steal_s;
     pooled.measured_s += r.measured_s;
     pooled.pairs += r.pairs;
     pooled.acquisitions += r.acquisitions;

@@ -30,6 +30,7 @@ TEST(RoundsTest, PoolSumsCountsAndTimeAndMergesHistograms) {
   a.client_acquisitions_min = 10;
   a.client_acquisitions_max = 20;
   a.client_cpu_s = 0.5;
+  a.host_steal_s = 0.125;
   a.acquire.Record(100);
   a.handoff.Record(1'000);
   LoadResult b = Round(3.0, 4000);
@@ -38,6 +39,7 @@ TEST(RoundsTest, PoolSumsCountsAndTimeAndMergesHistograms) {
   b.client_acquisitions_min = 5;
   b.client_acquisitions_max = 15;
   b.client_cpu_s = 0.25;
+  b.host_steal_s = 0.25;
   b.acquire.Record(200);
   b.acquire.Record(300);
   b.handoff.Record(2'000'000);
@@ -52,11 +54,22 @@ TEST(RoundsTest, PoolSumsCountsAndTimeAndMergesHistograms) {
   EXPECT_EQ(p.client_acquisitions_min, 5u);
   EXPECT_EQ(p.client_acquisitions_max, 20u);
   EXPECT_DOUBLE_EQ(p.client_cpu_s, 0.75);
+  EXPECT_DOUBLE_EQ(p.host_steal_s, 0.375);
   EXPECT_EQ(p.acquire.count(), 3u);
   EXPECT_EQ(p.acquire.min_ns(), 100);
   EXPECT_EQ(p.acquire.max_ns(), 300);
   EXPECT_EQ(p.handoff.count(), 2u);
   EXPECT_EQ(p.handoff.max_ns(), 2'000'000);
+}
+
+TEST(RoundsTest, PooledStealIsUnknownWhenOneRoundsIs) {
+  LoadResult a = Round(2.0, 1000);
+  a.host_steal_s = 0.5;
+  LoadResult b = Round(2.0, 1000);  // host_steal_s left unknown
+  EXPECT_LT(PoolRounds({a, b}).host_steal_s, 0);
+  EXPECT_LT(PoolRounds({b, a}).host_steal_s, 0);
+  b.host_steal_s = 0;
+  EXPECT_DOUBLE_EQ(PoolRounds({a, b}).host_steal_s, 0.5);
 }
 
 TEST(RoundsTest, PoolOfNothingIsEmpty) {
