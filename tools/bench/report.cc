@@ -221,7 +221,7 @@ std::string JsonNumber(const std::optional<RatioSummary>& ratio, double RatioSum
 void JsonRounds(std::string* out, const std::vector<LoadResult>& rounds,
                 const std::optional<RatioSummary>& ratio) {
   *out += ", \"per_round\": [";
-  char text[512];
+  char text[1024];
   for (size_t i = 0; i < rounds.size(); ++i) {
     const LoadResult& l = rounds[i];
     std::optional<double> round_ratio;
@@ -270,7 +270,7 @@ std::string FormatMarkdown(const std::vector<RunRecord>& runs) {
 
 std::string FormatJson(const std::vector<RunRecord>& runs) {
   std::string out = "{\"runs\": [";
-  char text[512];
+  char text[1024];
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
     out += i == 0 ? "\n  {" : ",\n  {";
