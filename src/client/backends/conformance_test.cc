@@ -32,6 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::ExternalServer;
+using testing::UniqueName;
 
 // One server per scheme for the whole process (started on first use).
 ExternalServer& SharedServer(const std::string& scheme) {
@@ -41,12 +42,6 @@ ExternalServer& SharedServer(const std::string& scheme) {
   auto& slot = servers[scheme];
   if (!slot) slot = std::make_unique<ExternalServer>(scheme);
   return *slot;
-}
-
-std::string UniqueName(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
-         std::to_string(Clock::now().time_since_epoch().count() % 1000000);
 }
 
 class ConformanceTest : public ::testing::TestWithParam<std::string> {
@@ -305,14 +300,7 @@ TEST_P(ConformanceTest, ServerStoppedGivesErrorsAndSessionLoss) {
   Result<Client> connected = Client::Connect(own.url(), options);
   ASSERT_TRUE(connected.ok()) << connected.status().ToString();
   Client client = std::move(connected).value();
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  Status why;
-  client.OnSessionLost([&](const Status& status) {
-    std::lock_guard lock(mu);
-    why = status;
-    lost = true;
-  });
+  testing::SessionLossWatch watch(client);
   Mutex held = client.NewMutex("held");
   ASSERT_TRUE(held.Lock().ok());
   // A second client blocked on the held lock when the server goes.
@@ -338,12 +326,9 @@ TEST_P(ConformanceTest, ServerStoppedGivesErrorsAndSessionLoss) {
   }
 
   Clock::time_point deadline = stopped + options.session_ttl + 20s;
-  while (!lost.load() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(lost.load()) << "OnSessionLost never ran";
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(why.code(), StatusCode::kSessionLost);
-  }
+  while (!watch.lost() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(watch.lost()) << "OnSessionLost never ran";
+  EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_EQ(other.Lock().code(), StatusCode::kSessionLost);
   EXPECT_EQ(held.token(), 0u);

@@ -43,6 +43,7 @@ using client::etcd::ParseHttpHead;
 using client::etcd::ParseJson;
 using Clock = std::chrono::steady_clock;
 using testing::ExternalServer;
+using testing::UniqueName;
 
 // --- URL and options ---------------------------------------------------------------
 
@@ -341,11 +342,6 @@ ExternalServer& SharedEtcd() {
   return *server;
 }
 
-std::string UniqueName(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
-}
-
 client::Endpoint EndpointOf(const std::string& url) {
   Result<client::Endpoint> e = client::ParseHostPort(url.substr(std::string("etcd://").size()));
   EXPECT_TRUE(e.ok()) << url;
@@ -626,14 +622,7 @@ TEST_F(EtcdBackendTest, CloseRevokesTheLeaseAndItsKeys) {
 
 TEST_F(EtcdBackendTest, RevokedLeaseIsASessionLoss) {
   Client a = Connect(3s);
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  Status why;
-  a.OnSessionLost([&](const Status& s) {
-    std::lock_guard lock(mu);
-    why = s;
-    lost = true;
-  });
+  testing::SessionLossWatch watch(a);
   const std::string name = UniqueName("revoked");
   Mutex m = a.NewMutex(name);
   ASSERT_TRUE(m.Lock().ok());
@@ -641,14 +630,9 @@ TEST_F(EtcdBackendTest, RevokedLeaseIsASessionLoss) {
   EtcdCall(url_, "/v3/lease/revoke", "{\"ID\":\"" + std::to_string(a.SessionId()) + "\"}");
   EXPECT_TRUE(LockKeys(url_, name).empty());
   // The next keepalive (every TTL/3) finds it gone.
-  Clock::time_point until = Clock::now() + 5s;
-  while (!lost.load() && Clock::now() < until) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(lost.load());
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(why.code(), StatusCode::kSessionLost);
-    EXPECT_NE(why.message().find("lease"), std::string::npos) << why.message();
-  }
+  ASSERT_TRUE(watch.WaitLost(5s));
+  EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
+  EXPECT_NE(watch.why().message().find("lease"), std::string::npos) << watch.why().message();
   EXPECT_EQ(m.Unlock().code(), StatusCode::kSessionLost);
   EXPECT_EQ(m.Lock().code(), StatusCode::kSessionLost);
 }

@@ -29,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::ExternalServer;
+using testing::UniqueName;
 
 // The server shared by the tests that do not stop it; destroyed at exit,
 // which stops it.
@@ -44,20 +45,11 @@ std::string Sql(const std::string& url, const std::string& sql) {
   port = port.substr(0, port.find('/'));
   std::string command = "timeout 20 mariadb --no-defaults -h127.0.0.1 -P" + port +
                         " -utumbler -ptumbler tumbler -N -B -e \"" + sql + "\" 2>&1";
-  FILE* out = ::popen(command.c_str(), "r");
-  if (out == nullptr) return "popen failed";
-  std::string text;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
-  ::pclose(out);
+  int status = 0;
+  std::string text = testing::CommandOutput(command, &status);
+  if (status == -1) return "popen failed";
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
-}
-
-std::string Unique(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
 }
 
 Client Connect(const std::string& url, std::chrono::milliseconds ttl = 5s,
@@ -120,8 +112,8 @@ TEST(MySqlNameTest, ShortPlainNamesPassLongOrOddOnesAreHashed) {
 
 TEST_F(MySqlTest, ServerSeesTheNameOnTheThreadsOwnConnection) {
   Client client = Connect(url());
-  const std::string plain = Unique("plain");
-  const std::string long_name = std::string(100, 'L') + Unique("");
+  const std::string plain = UniqueName("plain");
+  const std::string long_name = std::string(100, 'L') + UniqueName("");
   Mutex a = client.NewMutex(plain);
   Mutex b = client.NewMutex(long_name);
   ASSERT_TRUE(a.Lock().ok());
@@ -139,7 +131,7 @@ TEST_F(MySqlTest, ServerSeesTheNameOnTheThreadsOwnConnection) {
 TEST_F(MySqlTest, ThreadsOfOneClientHoldOnSeparateConnectionsAndExclude) {
   Client client = Connect(url());
   Client other = Connect(url());
-  const std::string a = Unique("a"), b = Unique("b");
+  const std::string a = UniqueName("a"), b = UniqueName("b");
   Mutex ma = client.NewMutex(a);
   ASSERT_TRUE(ma.Lock().ok());
   std::thread t([&] {
@@ -164,7 +156,7 @@ TEST_F(MySqlTest, ThreadsOfOneClientHoldOnSeparateConnectionsAndExclude) {
 TEST_F(MySqlTest, TimedOutWaitLeavesNothingBehind) {
   Client a = Connect(url());
   Client b = Connect(url());
-  const std::string name = Unique("timed");
+  const std::string name = UniqueName("timed");
   Mutex ma = a.NewMutex(name);
   ASSERT_TRUE(ma.Lock().ok());
   std::string holder = Sql(url(), "SELECT IS_USED_LOCK('" + name + "')");
@@ -188,7 +180,7 @@ TEST_F(MySqlTest, TimedOutWaitLeavesNothingBehind) {
 TEST_F(MySqlTest, TokensIncreaseAndOldRowsAreTrimmed) {
   Client a = Connect(url());
   Client b = Connect(url());
-  const std::string name = Unique("tokens");
+  const std::string name = UniqueName("tokens");
   Mutex ma = a.NewMutex(name);
   Mutex mb = b.NewMutex(name);
   uint64_t last = 0;
@@ -212,7 +204,7 @@ TEST_F(MySqlTest, TokensIncreaseAndOldRowsAreTrimmed) {
 
 TEST_F(MySqlTest, SharedModeIsUnsupported) {
   Client a = Connect(url());
-  SharedMutex m = a.NewSharedMutex(Unique("shared"));
+  SharedMutex m = a.NewSharedMutex(UniqueName("shared"));
   EXPECT_EQ(m.LockShared().code(), StatusCode::kUnsupported);
   EXPECT_EQ(m.TryLockShared().status().code(), StatusCode::kUnsupported);
 }
@@ -220,7 +212,7 @@ TEST_F(MySqlTest, SharedModeIsUnsupported) {
 TEST_F(MySqlTest, HungHolderIsReleasedAfterTheTtl) {
   // A stopped holder keeps its TCP connection open; the server ends it
   // after wait_timeout (the TTL, rounded up to 2 s here) of silence.
-  const std::string name = Unique("hung");
+  const std::string name = UniqueName("hung");
   testing::HolderProcess holder;
   Status started = holder.Start(url(), name, 1500ms);
   ASSERT_TRUE(started.ok()) << started.ToString();
@@ -241,7 +233,7 @@ TEST_F(MySqlTest, HungHolderIsReleasedAfterTheTtl) {
 TEST_F(MySqlTest, CloseWakesABlockedLockAndLeavesNoWaiterOnTheServer) {
   Client a = Connect(url());
   Client b = Connect(url());
-  const std::string name = Unique("close"), other = Unique("close-other");
+  const std::string name = UniqueName("close"), other = UniqueName("close-other");
   Mutex ma = a.NewMutex(name);
   ASSERT_TRUE(ma.Lock().ok());
   Mutex bo = b.NewMutex(other);
@@ -279,7 +271,7 @@ TEST_F(MySqlTest, KilledHolderConnectionLosesTheSession) {
   Client client = Connect(url(), 900ms);
   std::atomic<bool> lost{false};
   client.OnSessionLost([&](const Status&) { lost = true; });
-  const std::string name = Unique("killed");
+  const std::string name = UniqueName("killed");
   Mutex m = client.NewMutex(name);
   ASSERT_TRUE(m.Lock().ok());
   std::string id = Sql(url(), "SELECT IS_USED_LOCK('" + name + "')");

@@ -29,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::ExternalServer;
+using testing::UniqueName;
 
 // The server shared by the tests that do not stop it.
 ExternalServer& Shared() {
@@ -40,20 +41,11 @@ ExternalServer& Shared() {
 // Runs `sql` with psql on `url`; returns its unaligned, tuples-only output.
 std::string Psql(const std::string& url, const std::string& sql) {
   std::string command = "timeout 20 psql '" + url + "' -XAtq -c \"" + sql + "\" 2>&1";
-  FILE* out = ::popen(command.c_str(), "r");
-  if (out == nullptr) return "popen failed";
-  std::string text;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
-  ::pclose(out);
+  int status = 0;
+  std::string text = testing::CommandOutput(command, &status);
+  if (status == -1) return "popen failed";
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
-}
-
-std::string Unique(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
 }
 
 Client Connect(const std::string& url, std::chrono::milliseconds ttl = 5s,
@@ -108,7 +100,7 @@ TEST(PostgresKeyTest, NameHashIsFnv1a64) {
 }
 
 TEST_F(PostgresTest, ServerSeesTheDocumentedKeyOnTheThreadsOwnConnection) {
-  const std::string session = Unique("keys");
+  const std::string session = UniqueName("keys");
   Client client = Connect(url(), 5s, session);
   Mutex m = client.NewMutex("orders/42");
   ASSERT_TRUE(m.Lock().ok());
@@ -129,10 +121,10 @@ TEST_F(PostgresTest, ServerSeesTheDocumentedKeyOnTheThreadsOwnConnection) {
 }
 
 TEST_F(PostgresTest, ThreadsOfOneClientHoldOnSeparateConnectionsAndExclude) {
-  const std::string session = Unique("threads");
+  const std::string session = UniqueName("threads");
   Client client = Connect(url(), 5s, session);
   Client other = Connect(url());
-  const std::string a = Unique("a"), b = Unique("b");
+  const std::string a = UniqueName("a"), b = UniqueName("b");
   Mutex ma = client.NewMutex(a);
   ASSERT_TRUE(ma.Lock().ok());
   std::thread t([&] {
@@ -159,9 +151,9 @@ TEST_F(PostgresTest, ThreadsOfOneClientHoldOnSeparateConnectionsAndExclude) {
 
 TEST_F(PostgresTest, TimedOutWaitLeavesNoLockOrWaiterBehind) {
   Client a = Connect(url());
-  const std::string session = Unique("waiter");
+  const std::string session = UniqueName("waiter");
   Client b = Connect(url(), 5s, session);
-  const std::string name = Unique("timed");
+  const std::string name = UniqueName("timed");
   Mutex ma = a.NewMutex(name);
   ASSERT_TRUE(ma.Lock().ok());
   Mutex mb = b.NewMutex(name);
@@ -177,7 +169,7 @@ TEST_F(PostgresTest, TimedOutWaitLeavesNoLockOrWaiterBehind) {
 TEST_F(PostgresTest, TokensIncreaseAcrossClientsAndModes) {
   Client a = Connect(url());
   Client b = Connect(url());
-  const std::string name = Unique("tokens");
+  const std::string name = UniqueName("tokens");
   SharedMutex ma = a.NewSharedMutex(name);
   SharedMutex mb = b.NewSharedMutex(name);
   uint64_t last = 0;
@@ -206,7 +198,7 @@ TEST_F(PostgresTest, WriterWaitingBlocksNewReaders) {
   Client a = Connect(url());
   Client b = Connect(url());
   Client c = Connect(url());
-  const std::string name = Unique("rw");
+  const std::string name = UniqueName("rw");
   SharedMutex ra = a.NewSharedMutex(name);
   ASSERT_TRUE(ra.LockShared().ok());
   std::atomic<bool> writer_has{false};
@@ -230,7 +222,7 @@ TEST_F(PostgresTest, WriterWaitingBlocksNewReaders) {
 TEST_F(PostgresTest, HungHolderIsReleasedAfterTheTtl) {
   // A holder process that stops (SIGSTOP) keeps its TCP connection open; the
   // server ends the connection once it has idled for the TTL.
-  const std::string name = Unique("hung");
+  const std::string name = UniqueName("hung");
   testing::HolderProcess holder;
   Status started = holder.Start(url(), name, 1500ms);
   ASSERT_TRUE(started.ok()) << started.ToString();
@@ -250,10 +242,10 @@ TEST_F(PostgresTest, HungHolderIsReleasedAfterTheTtl) {
 
 TEST_F(PostgresTest, ConnectionBoundGivesTimeout) {
   Client client = Connect(url(), 5s, "", /*connections_max=*/1, /*op_timeout=*/300ms);
-  Mutex a = client.NewMutex(Unique("bound-a"));
+  Mutex a = client.NewMutex(UniqueName("bound-a"));
   ASSERT_TRUE(a.Lock().ok());
   std::thread t([&] {
-    Mutex b = client.NewMutex(Unique("bound-b"));
+    Mutex b = client.NewMutex(UniqueName("bound-b"));
     Clock::time_point start = Clock::now();
     Result<bool> got = b.TryLock();
     EXPECT_EQ(got.status().code(), StatusCode::kTimeout) << got.status().ToString();
@@ -263,7 +255,7 @@ TEST_F(PostgresTest, ConnectionBoundGivesTimeout) {
   ASSERT_TRUE(a.Unlock().ok());
   // Given back: another thread may use the one connection now.
   std::thread t2([&] {
-    Mutex b = client.NewMutex(Unique("bound-b"));
+    Mutex b = client.NewMutex(UniqueName("bound-b"));
     EXPECT_TRUE(b.TryLock().value());
     EXPECT_TRUE(b.Unlock().ok());
   });
@@ -273,7 +265,7 @@ TEST_F(PostgresTest, ConnectionBoundGivesTimeout) {
 TEST_F(PostgresTest, CloseWakesABlockedLockAndReleasesOnTheServer) {
   Client a = Connect(url());
   Client b = Connect(url());
-  const std::string name = Unique("close"), other = Unique("close-other");
+  const std::string name = UniqueName("close"), other = UniqueName("close-other");
   Mutex ma = a.NewMutex(name);
   ASSERT_TRUE(ma.Lock().ok());
   Mutex bo = b.NewMutex(other);
@@ -301,11 +293,11 @@ TEST_F(PostgresTest, CloseWakesABlockedLockAndReleasesOnTheServer) {
 }
 
 TEST_F(PostgresTest, TerminatedHolderConnectionLosesTheSession) {
-  const std::string session = Unique("terminated");
+  const std::string session = UniqueName("terminated");
   Client client = Connect(url(), 900ms, session);
   std::atomic<bool> lost{false};
   client.OnSessionLost([&](const Status&) { lost = true; });
-  Mutex m = client.NewMutex(Unique("term"));
+  Mutex m = client.NewMutex(UniqueName("term"));
   ASSERT_TRUE(m.Lock().ok());
   EXPECT_EQ(Psql(url(), "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN "
                         "pg_stat_activity s USING (pid) WHERE l.locktype = 'advisory' AND "

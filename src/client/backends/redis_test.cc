@@ -34,11 +34,7 @@ using client::Connection;
 using client::RedisServer;
 using protocol::Value;
 using testing::ExternalServer;
-
-std::string UniqueName(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
-}
+using testing::UniqueName;
 
 // A plain RESP connection to look at and change what is on the server.
 class Raw {
@@ -442,24 +438,14 @@ TEST_F(RedisTest, KilledHolderProcessIsReleasedAfterTheTtl) {
 TEST_F(RedisTest, LockDeletedBehindTheClientsBackEndsTheSession) {
   Client a = Connect(900ms);
   Raw raw(Url());
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  Status why;
-  a.OnSessionLost([&](const Status& s) {
-    std::lock_guard lock(mu);
-    why = s;
-    lost = true;
-  });
+  testing::SessionLossWatch watch(a);
   const std::string name = UniqueName("stolen");
   Mutex m = a.NewMutex(name);
   ASSERT_TRUE(m.Lock().ok());
   EXPECT_EQ(raw.Int({"DEL", client::RedisLockKey(name)}), 1);
-  Clock::time_point deadline = Clock::now() + 5s;
-  while (!lost.load() && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(lost.load());
-  std::lock_guard lock(mu);
-  EXPECT_EQ(why.code(), StatusCode::kSessionLost);
-  EXPECT_NE(why.message().find(name), std::string::npos) << why.ToString();
+  ASSERT_TRUE(watch.WaitLost(5s));
+  EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
+  EXPECT_NE(watch.why().message().find(name), std::string::npos) << watch.why().ToString();
   EXPECT_EQ(m.Lock().code(), StatusCode::kSessionLost);
 }
 

@@ -30,11 +30,7 @@ using client::Connection;
 using client::RedisServer;
 using protocol::Value;
 using testing::ExternalServer;
-
-std::string UniqueName(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
-}
+using testing::UniqueName;
 
 // Plain connections to each instance of a redlock:// URL, to look at keys.
 class Instances {
@@ -257,24 +253,14 @@ TEST_F(RedlockTest, WatchdogRenewsOnEveryInstance) {
 TEST_F(RedlockTest, LockForgottenByAMajorityEndsTheSession) {
   Client a = Connect(900ms);
   Instances raw(Url());
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  Status why;
-  a.OnSessionLost([&](const Status& s) {
-    std::lock_guard lock(mu);
-    why = s;
-    lost = true;
-  });
+  testing::SessionLossWatch watch(a);
   const std::string name = UniqueName("forgotten");
   Mutex m = a.NewMutex(name);
   ASSERT_TRUE(m.Lock().ok());
   for (size_t i = 0; i < 3; ++i) raw.Run(i, {"DEL", client::RedisLockKey(name)});
-  Clock::time_point deadline = Clock::now() + 5s;
-  while (!lost.load() && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(lost.load());
-  std::lock_guard lock(mu);
-  EXPECT_EQ(why.code(), StatusCode::kSessionLost);
-  EXPECT_NE(why.message().find(name), std::string::npos) << why.ToString();
+  ASSERT_TRUE(watch.WaitLost(5s));
+  EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
+  EXPECT_NE(watch.why().message().find(name), std::string::npos) << watch.why().ToString();
 }
 
 TEST(RedlockFaultTest, TwoOfFiveDownStillLocksThreeDownCannot) {

@@ -15,6 +15,47 @@
 
 namespace tumbler::testing {
 
+SessionLossWatch::SessionLossWatch(Client& client) {
+  client.OnSessionLost([this](const Status& status) {
+    std::lock_guard lock(mu_);
+    why_ = status;
+    lost_ = true;
+  });
+}
+
+bool SessionLossWatch::WaitLost(std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!lost_.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return lost_.load();
+}
+
+Status SessionLossWatch::why() const {
+  std::lock_guard lock(mu_);
+  return why_;
+}
+
+std::string CommandOutput(const std::string& command, int* exit_status) {
+  FILE* out = ::popen(command.c_str(), "r");
+  if (out == nullptr) {
+    if (exit_status != nullptr) *exit_status = -1;
+    return "";
+  }
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
+  int rc = ::pclose(out);
+  if (exit_status != nullptr) *exit_status = rc;
+  return text;
+}
+
+std::string UniqueName(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
 const char* CliPath() { return TUMBLER_CLI_PATH; }
 const char* SourceDir() { return TUMBLER_SOURCE_DIR; }
 
@@ -94,16 +135,12 @@ ExternalServer::ExternalServer(const std::string& scheme) : scheme_(scheme) {
   dir_ = pattern;
   std::string script = std::string(SourceDir()) + "/tests/backends/servers/" + scheme + ".sh";
   std::string command = "timeout 120 bash '" + script + "' '" + dir_ + "'";
-  FILE* out = ::popen(command.c_str(), "r");
-  if (out == nullptr) {
+  int rc = 0;
+  std::string text = CommandOutput(command, &rc);
+  if (rc == -1) {
     error_ = "cannot run " + script;
     return;
   }
-  std::string text;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
-  int rc = ::pclose(out);
   std::istringstream lines(text);
   std::string line, url;
   while (std::getline(lines, line)) {

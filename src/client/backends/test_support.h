@@ -5,10 +5,13 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "tumbler/client.h"
 #include "tumbler/status.h"
 
 namespace tumbler::testing {
@@ -66,6 +69,35 @@ class HolderProcess {
   pid_t pid_ = -1;
   std::string marker_;
 };
+
+// Records a client's OnSessionLost: whether it ran, and with what. Declare it
+// after the client it watches (the client's callback points at it).
+class SessionLossWatch {
+ public:
+  explicit SessionLossWatch(Client& client);
+  SessionLossWatch(const SessionLossWatch&) = delete;
+  SessionLossWatch& operator=(const SessionLossWatch&) = delete;
+
+  // Waits up to `timeout` for the callback; whether it ran.
+  bool WaitLost(std::chrono::milliseconds timeout) const;
+  bool lost() const { return lost_.load(); }
+  // What the callback was given (OK while it has not run).
+  Status why() const;
+
+ private:
+  std::atomic<bool> lost_{false};
+  mutable std::mutex mu_;
+  Status why_;
+};
+
+// Runs `command` with /bin/sh and returns what it printed on stdout (all of
+// it: wrap a command that may hang in `timeout`). `*exit_status`, if given,
+// gets pclose(3)'s status, or -1 when the command could not be started.
+std::string CommandOutput(const std::string& command, int* exit_status = nullptr);
+
+// `base` + "-" + this process's pid + "-" + a counter: a lock or session name
+// no other test (process) uses.
+std::string UniqueName(const std::string& base);
 
 // Waits up to `timeout` for `pid` (not our child) to exit.
 bool WaitGone(pid_t pid, std::chrono::milliseconds timeout);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -41,15 +42,11 @@ using client::zk::EscapeName;
 using client::zk::ParseUrl;
 using client::zk::UnescapeName;
 using testing::ExternalServer;
+using testing::UniqueName;
 
 ExternalServer& SharedServer() {
   static ExternalServer server("zookeeper");
   return server;
-}
-
-std::string UniqueName(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
 }
 
 // A plain synchronous ZooKeeper handle, to look at what the backend wrote.
@@ -124,13 +121,7 @@ class Inspector {
                           port + "), timeout=5); s.sendall(b\"wchp\"); d=b\"\"\n"
                           "while True:\n c=s.recv(65536)\n if not c: break\n d+=c\n"
                           "print(d.decode())'";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return out;
-    std::string text;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) text.append(buf, n);
-    ::pclose(pipe);
+    std::string text = testing::CommandOutput(command);
     std::istringstream lines(text);
     std::string line, path;
     while (std::getline(lines, line)) {
@@ -598,14 +589,7 @@ TEST_F(ZooKeeperServerStopTest, StoppedServerGivesErrorsThenSessionLoss) {
   Mutex closer_held = closer.NewMutex("closer");
   ASSERT_TRUE(closer_held.Lock().ok());
 
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  Status why;
-  client.OnSessionLost([&](const Status& status) {
-    std::lock_guard lock(mu);
-    why = status;
-    lost = true;
-  });
+  testing::SessionLossWatch watch(client);
   Mutex held = client.NewMutex("held");
   ASSERT_TRUE(held.Lock().ok());
   // A blocked waiter of the same client: it must be woken, not left hanging.
@@ -638,19 +622,16 @@ TEST_F(ZooKeeperServerStopTest, StoppedServerGivesErrorsThenSessionLoss) {
   }
 
   Clock::time_point deadline = stopped + 10s;
-  while (!(lost.load() && waiter_done.load()) && Clock::now() < deadline) {
+  while (!(watch.lost() && waiter_done.load()) && Clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_TRUE(lost.load()) << "OnSessionLost never ran";
+  ASSERT_TRUE(watch.lost()) << "OnSessionLost never ran";
   // The session cannot outlive its timeout unnoticed: lost by ttl + a renewal.
   EXPECT_LT(Clock::now() - stopped, options.session_ttl + 2s);
   ASSERT_TRUE(waiter_done.load()) << "a blocked Lock() was not woken";
   waiter.join();
   EXPECT_EQ(waiter_status.code(), StatusCode::kSessionLost) << waiter_status.ToString();
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(why.code(), StatusCode::kSessionLost);
-  }
+  EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_LT(client.SafeUntil(), Clock::now());
   EXPECT_EQ(other.Lock().code(), StatusCode::kSessionLost);
@@ -695,11 +676,7 @@ TEST_F(ZooKeeperServerStopTest, SessionAndQueuePlaceSurviveAQuickServerRestart) 
   own.Stop(/*hard=*/true);
   Clock::time_point stopped = Clock::now();
   std::string restart = "bash '" + own.dir() + "/start-java.sh'";
-  FILE* pipe = ::popen(restart.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  long pid = 0;
-  ASSERT_EQ(fscanf(pipe, "%ld", &pid), 1);
-  ::pclose(pipe);
+  const long pid = std::atol(testing::CommandOutput(restart).c_str());
   ASSERT_GT(pid, 0);
 
   // The session comes back and is renewed again: past the TTL counted from
