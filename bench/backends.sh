@@ -97,14 +97,6 @@ REPORT="$TMP/report.md"
 
 cat "$REPORT"
 if [[ $WRITE -eq 1 ]]; then
-  python3 - "$ROOT/docs/benchmarks.md" "$REPORT" <<'PY'
-import sys
-doc_path, report_path = sys.argv[1], sys.argv[2]
-doc = open(doc_path).read()
-report = open(report_path).read()
-begin, end = "<!-- bench:backends:begin -->\n", "<!-- bench:backends:end -->"
-b, e = doc.index(begin), doc.index(end)
-open(doc_path, "w").write(doc[:b + len(begin)] + report + doc[e:])
-PY
+  "$ROOT/bench/doc-section.sh" backends "$REPORT"
   echo "backends.sh: wrote docs/benchmarks.md" >&2
 fi

@@ -451,17 +451,9 @@ printf '## Results\n\n'
 cat "$TMP/final.md"
 
 if [[ $WRITE -eq 1 ]]; then
-  DOC="$ROOT/docs/benchmarks.md"
-  BEGIN='<!-- bench:results:begin -->'
-  END='<!-- bench:results:end -->'
-  if grep -q "$BEGIN" "$DOC" && grep -q "$END" "$DOC"; then
-    awk -v begin="$BEGIN" -v end="$END" -v file="$TMP/final.md" '
-      $0 == begin { print; while ((getline line < file) > 0) print line; skip = 1; next }
-      $0 == end { skip = 0 }
-      !skip { print }' "$DOC" >"$TMP/doc.md" && cat "$TMP/doc.md" >"$DOC"
-    log "updated $DOC"
+  if "$ROOT/bench/doc-section.sh" results "$TMP/final.md"; then
+    log "updated $ROOT/docs/benchmarks.md"
   else
-    log "$DOC has no results markers; not written"
     STATUS=1
   fi
 fi
