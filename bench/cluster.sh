@@ -56,19 +56,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_ports() {
-  python3 -c '
-import socket, sys
-n = int(sys.argv[1]); socks = [socket.socket() for _ in range(n)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks: s.close()' "$1"
-}
 info_field() {  # port field
   redis-cli -p "$1" INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"
 }
 
-read -r -a P < <(free_ports 7)
+read -r -a P < <(python3 "$ROOT/scripts/free_ports.py" 7)  # outside the ephemeral range
+[[ ${#P[@]} -eq 7 ]] || { echo "cluster.sh: could not pick free ports" >&2; exit 1; }
 CPORT=("${P[0]}" "${P[1]}" "${P[2]}")
 RPORT=("${P[3]}" "${P[4]}" "${P[5]}")
 SINGLE="${P[6]}"

@@ -116,21 +116,6 @@ quoted() {
 }
 now_ns() { date +%s%N; }
 
-USED_PORTS=" "
-free_port() {
-  local port
-  for _ in $(seq 1 200); do
-    port=$((20000 + RANDOM % 30000))
-    [[ "$USED_PORTS" == *" $port "* ]] && continue
-    if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then
-      USED_PORTS+="$port "
-      echo "$port"
-      return 0
-    fi
-  done
-  return 1
-}
-
 # start NAME LOGFILE CMD...: starts a server in the background; sets LAST_PID.
 start() {
   local name="$1" logfile="$2"
@@ -254,10 +239,14 @@ fsync_count() {  # MODE: samples of MODE over every probe
 }
 
 # --- Servers. ------------------------------------------------------------------
-P_TD=$(free_port); P_TN=$(free_port); P_RA=$(free_port); P_RN=$(free_port)
-# tumblerd also listens for raft on --raft-port (default --port + 100): pick
-# that too, so it is free, and the same across the restart below.
-R_TD=$(free_port); R_TN=$(free_port)
+# Every port, the fill server's too, outside the kernel's ephemeral range
+# (scripts/free_ports.py): the benchmark's own connections take their local
+# ports from that range and could take a server's port before it binds it, or
+# while the fill server restarts. tumblerd also listens for raft on
+# --raft-port (default --port + 100): pick that too, so it is free, and the
+# same across the restart below.
+read -r P_TD P_TN P_RA P_RN R_TD R_TN P_TF R_TF < <(python3 "$ROOT/scripts/free_ports.py" 8)
+[[ -n "${R_TF:-}" ]] || { echo "run.sh: could not pick free ports" >&2; exit 1; }
 mkdir -p "$TMP/td" "$TMP/tn" "$TMP/ra" "$TMP/rn"
 start tumblerd-durable "$TMP/td.log" "$TUMBLERD" --port "$P_TD" --raft-port "$R_TD" --data-dir "$TMP/td"
 PID_TD=$LAST_PID
@@ -311,7 +300,6 @@ RSS="n/a"; RSS_AFTER="n/a"; RESTART_S="n/a"; IDLE_FULL="n/a"
 if [[ $SKIP_FILL -eq 0 ]]; then
   say ""
   say "### Memory and restart ($FILL_SESSIONS sessions, $FILL_LOCKS locks)"
-  P_TF=$(free_port); R_TF=$(free_port)
   mkdir -p "$TMP/tf"
   TF_CMD=("$TUMBLERD" --port "$P_TF" --raft-port "$R_TF" --data-dir "$TMP/tf")
   start tumblerd-fill "$TMP/tf.log" "${TF_CMD[@]}"

@@ -11,7 +11,7 @@
 Process hygiene: every process started here is tracked by PID and killed by PID
 (SIGCONT then SIGKILL, so that a stopped process dies too) at teardown and at
 interpreter exit. Nothing else is ever signalled. Only 127.0.0.1 is used; ports
-are found by binding port 0.
+come from scripts/free_ports.py (outside the ephemeral range).
 """
 
 import atexit
@@ -30,6 +30,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+# n distinct free ports outside the kernel's ephemeral range, so that no client
+# connection takes one before (or while, across a restart) a node binds it.
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from free_ports import free_ports  # noqa: E402  (scripts/free_ports.py)
 BIN_DIR = os.environ.get("TUMBLER_BIN_DIR", os.path.join(REPO, "build"))
 HOST = "127.0.0.1"
 
@@ -196,34 +200,6 @@ def _kill_all_tracked():
 
 
 atexit.register(_kill_all_tracked)
-
-
-def free_port(avoid=()):
-    for _ in range(100):
-        sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sk.bind((HOST, 0))
-            p = sk.getsockname()[1]
-        finally:
-            sk.close()
-        if p not in avoid:
-            return p
-    raise RuntimeError("no free port")
-
-
-def free_ports(n):
-    """n distinct free ports (all held bound at once while picking)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sk.bind((HOST, 0))
-            socks.append(sk)
-            ports.append(sk.getsockname()[1])
-    finally:
-        for sk in socks:
-            sk.close()
-    return ports
 
 
 def wait_until(pred, timeout, interval=0.05, what="condition"):

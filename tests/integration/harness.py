@@ -29,6 +29,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN_DIR = os.environ.get("TUMBLER_BIN_DIR", os.path.join(REPO, "build"))
 TUMBLERD = os.path.join(BIN_DIR, "tumblerd")
 
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from free_ports import free_ports  # noqa: E402  (scripts/free_ports.py)
+
 DEFAULT_READ_TIMEOUT = 5.0
 
 
@@ -474,14 +477,9 @@ atexit.register(_stop_all_at_exit)
 
 
 def free_port(avoid=()):
-    """A free loopback port (bound to port 0 to find it)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
-            sk.bind(("127.0.0.1", 0))
-            port = sk.getsockname()[1]
-        if port not in avoid:
-            return port
-    raise RuntimeError("no free port found")
+    """A free loopback port outside the kernel's ephemeral range, so that no
+    client connection takes it before the server binds it (scripts/free_ports.py)."""
+    return free_ports(1, avoid=avoid)[0]
 
 
 class ServerStartError(Exception):

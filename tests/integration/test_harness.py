@@ -3,7 +3,10 @@ bytes, the encoder, the helpers, and the Conn class against a fake in-process
 socket server."""
 
 import math
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -12,6 +15,7 @@ from harness import (BigNumber, ConnectionClosed, Conn, Incomplete, NO_REPLY,
                      ProtocolError, Push, ReplyTimeout, RespError, RespMap,
                      RespSet, SimpleString, Verbatim, as_map, encode_command,
                      parse_info, parse_reply)
+import free_ports  # scripts/free_ports.py, on sys.path through harness
 
 
 def parse_all(data):
@@ -181,6 +185,72 @@ class ConnTest(unittest.TestCase):
             with self.assertRaises((ReplyTimeout, ConnectionClosed)):
                 c.call("PING")
             self.assertLess(time.monotonic() - t0, 2)
+
+
+class FreePortsTest(unittest.TestCase):
+    """scripts/free_ports.py: ports that no outgoing connection can take."""
+
+    def bindable(self, port):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
+            try:
+                sk.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                return False
+
+    def test_ports_are_distinct_free_and_outside_the_ephemeral_range(self):
+        first, last = free_ports.ephemeral_range()
+        ports = free_ports.free_ports(8)
+        self.assertEqual(len(set(ports)), 8)
+        for p in ports:
+            self.assertFalse(first <= p <= last, (p, first, last))
+            self.assertTrue(self.bindable(p), p)
+
+    def test_windows_around_the_ephemeral_range(self):
+        self.assertEqual(free_ports.windows(32768, 60999), [(10000, 32767), (61000, 65535)])
+        self.assertEqual(free_ports.windows(5000, 40000), [(1024, 4999), (40001, 65535)])
+        self.assertEqual(free_ports.windows(1024, 65535), [])
+
+    def test_reads_the_kernel_range_and_falls_back_on_a_bad_file(self):
+        first, last = free_ports.ephemeral_range()
+        self.assertLessEqual(first, last)
+        self.assertEqual(free_ports.ephemeral_range("/nonexistent/range"), (32768, 60999))
+
+    def test_a_bound_port_is_never_handed_out(self):
+        # A window of exactly 4 ports (10000-10003): three avoided, the fourth
+        # held bound here, so nothing in the window may be returned.
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            try:
+                held.bind(("127.0.0.1", 10003))
+            except OSError:
+                pass  # someone else holds it: as good for this test
+            avoid = {10000, 10001, 10002}
+            port = free_ports.free_ports(1, avoid=avoid, port_range=(10004, 65535))[0]
+            self.assertNotIn(port, avoid | {10003})
+            self.assertTrue(self.bindable(port), port)
+        finally:
+            held.close()
+
+    def test_no_room_outside_the_range_lets_the_kernel_choose(self):
+        ports = free_ports.free_ports(3, port_range=(1024, 65535))
+        self.assertEqual(len(set(ports)), 3)
+
+    def test_bad_counts_are_refused(self):
+        for n in (0, -1, 1001):
+            with self.assertRaises(ValueError):
+                free_ports.free_ports(n)
+
+    def test_command_line(self):
+        script = os.path.join(os.path.dirname(free_ports.__file__), "free_ports.py")
+        out = subprocess.run([sys.executable, script, "3"], capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(len(set(int(p) for p in out.stdout.split())), 3)
+        bad = subprocess.run([sys.executable, script, "three"], capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("usage", bad.stderr)
 
 
 if __name__ == "__main__":

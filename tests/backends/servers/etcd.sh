@@ -27,13 +27,12 @@ if [[ ! -x $etcd_bin ]]; then
   exit 2
 fi
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
-client_port=$(free_port)
-peer_port=$(free_port)
-while [[ $peer_port == "$client_port" ]]; do peer_port=$(free_port); done
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
+read -r client_port peer_port < <(python3 "$free_ports" 2)
+if [[ -z ${peer_port:-} ]]; then
+  echo "etcd.sh: could not pick free ports" >&2
+  exit 1
+fi
 
 # setsid: etcd must not share the caller's process group or terminal, so that
 # a signal meant for the test does not stop the server before its teardown.

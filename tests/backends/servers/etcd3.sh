@@ -24,13 +24,8 @@ if [[ ! -x $etcd_bin ]]; then
   exit 2
 fi
 
-# Six distinct free ports, held open together while they are picked.
-read -r -a ports < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks: s.close()')
+# Six distinct free ports, outside the ephemeral range (scripts/free_ports.py).
+read -r -a ports < <(python3 "$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py" 6)
 if [[ ${#ports[@]} -ne 6 ]]; then
   echo "etcd3.sh: could not pick free ports" >&2
   exit 1

@@ -45,7 +45,8 @@ if [[ $(id -u) -eq 0 ]]; then
   user_args=(--user="$user")
 fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
+port=$(python3 "$free_ports" 1) || { echo "mysql.sh: could not pick a free port" >&2; exit 1; }
 sock=$dir/mysql.sock
 
 if ! "$install_db" --no-defaults --datadir="$dir/data" "${user_args[@]}" \

@@ -46,7 +46,8 @@ if [[ $(id -u) -eq 0 ]]; then
   as_user=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --)
 fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
+port=$(python3 "$free_ports" 1) || { echo "postgres.sh: could not pick a free port" >&2; exit 1; }
 
 if ! "${as_user[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync \
     -E UTF8 --locale=C >"$dir/initdb.log" 2>&1; then

@@ -27,11 +27,8 @@ if [[ ! -x $redis_bin ]]; then
 fi
 redis_cli=$(command -v redis-cli || echo /usr/bin/redis-cli)
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
-port=$(free_port)
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
+port=$(python3 "$free_ports" 1) || { echo "redis.sh: could not pick a free port" >&2; exit 1; }
 
 # setsid: the server must not share the caller's process group or terminal,
 # so that a signal meant for the test does not stop it before its teardown.

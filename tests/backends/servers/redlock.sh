@@ -31,12 +31,13 @@ if [[ ! -x $redis_bin ]]; then
 fi
 redis_cli=$(command -v redis-cli || echo /usr/bin/redis-cli)
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
 pids=()
-ports=()
+read -r -a ports < <(python3 "$free_ports" "$count")
+if [[ ${#ports[@]} -ne $count ]]; then
+  echo "redlock.sh: could not pick $count free ports" >&2
+  exit 1
+fi
 
 fail() {
   echo "redlock.sh: $1" >&2
@@ -53,19 +54,13 @@ fail() {
 }
 
 for n in $(seq "$count"); do
-  port=$(free_port)
-  # A port handed out twice by the kernel is possible in principle: retry.
-  for _ in 1 2 3; do
-    [[ " ${ports[*]} " == *" $port "* ]] || break
-    port=$(free_port)
-  done
+  port=${ports[$((n - 1))]}
   mkdir -p "$dir/$n"
   # setsid: not in the caller's process group (see redis.sh).
   setsid "$redis_bin" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
     --dir "$dir/$n" --daemonize no --logfile "$dir/$n/redis.log" \
     >/dev/null 2>&1 </dev/null &
   pids+=("$!")
-  ports+=("$port")
 done
 
 # Ready when every instance answers PING. Bounded: 60 s per instance.

@@ -6,8 +6,7 @@ set -euo pipefail
 dir="$1"
 here="$(cd "$(dirname "$0")/../../.." && pwd)"
 bin="${TUMBLERD:-$here/build/tumblerd}"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
+port=$(python3 "$here/scripts/free_ports.py" 1)  # outside the ephemeral range
 "$bin" --bind 127.0.0.1 --port "$port" --raft-port 0 --data-dir "$dir/data" \
   >"$dir/tumblerd.log" 2>&1 &
 pid=$!

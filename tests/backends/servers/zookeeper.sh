@@ -36,7 +36,8 @@ fail() {
 command -v java >/dev/null || fail "java not found (apt-get install zookeeper)"
 [[ -f /usr/share/java/zookeeper.jar ]] || fail "/usr/share/java/zookeeper.jar not found (apt-get install zookeeper)"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
+port=$(python3 "$free_ports" 1)
 
 mkdir -p "$dir/data" "$dir/conf"
 cat >"$dir/conf/zoo.cfg" <<CFG
