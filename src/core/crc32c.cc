@@ -1,11 +1,19 @@
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-8 with
-// tables built at compile time. Portable C++; about 1-2 GB/s, enough for a
-// 1,000,000-lock snapshot (~40 MB) in a few tens of milliseconds.
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78).
+//
+// Two implementations with the same results (batch_codec_test checks one
+// against the other): the SSE 4.2 `crc32` instruction, 8 bytes at a time, on
+// x86-64 processors that have it (checked once, at run time), and portable
+// slicing-by-8 with tables built at compile time (about 1-2 GB/s) elsewhere.
+// Every log entry is summed when it is built and again when it is applied, so
+// on the durable 64-client benchmark the portable code was 1.2% of tumblerd's
+// CPU; the instruction makes that negligible.
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "core/batch_codec.h"
+#include "core/crc32c_internal.h"
 
 namespace tumbler::core {
 namespace {
@@ -29,9 +37,15 @@ constexpr Tables MakeTables() {
 
 constexpr Tables kTables = MakeTables();
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TUMBLER_CRC32C_SSE42 1
+#endif
+
 }  // namespace
 
-uint32_t Crc32c(std::string_view data, uint32_t crc) {
+namespace internal {
+
+uint32_t Crc32cPortable(std::string_view data, uint32_t crc) {
   const auto* p = reinterpret_cast<const uint8_t*>(data.data());
   size_t n = data.size();
   crc = ~crc;
@@ -46,6 +60,43 @@ uint32_t Crc32c(std::string_view data, uint32_t crc) {
   }
   while (n-- > 0) crc = (crc >> 8) ^ kTables[0][(crc ^ *p++) & 0xFF];
   return ~crc;
+}
+
+#ifdef TUMBLER_CRC32C_SSE42
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(std::string_view data, uint32_t crc) {
+  const char* p = data.data();
+  size_t n = data.size();
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, sizeof word);  // unaligned-safe; compiles to one load
+    c = __builtin_ia32_crc32di(c, word);
+    p += 8;
+    n -= 8;
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  while (n-- > 0) c32 = __builtin_ia32_crc32qi(c32, static_cast<uint8_t>(*p++));
+  return ~c32;
+}
+
+bool Crc32cHardwareAvailable() {
+  static const bool available = __builtin_cpu_supports("sse4.2");
+  return available;
+}
+
+#else
+
+uint32_t Crc32cHardware(std::string_view data, uint32_t crc) { return Crc32cPortable(data, crc); }
+bool Crc32cHardwareAvailable() { return false; }
+
+#endif
+
+}  // namespace internal
+
+uint32_t Crc32c(std::string_view data, uint32_t crc) {
+  return internal::Crc32cHardwareAvailable() ? internal::Crc32cHardware(data, crc)
+                                             : internal::Crc32cPortable(data, crc);
 }
 
 }  // namespace tumbler::core
