@@ -15,6 +15,10 @@
 #include "core/batch_codec.h"
 #include "core/crc32c_internal.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TUMBLER_CRC32C_SSE42 1
+#endif
+
 namespace tumbler::core {
 namespace {
 
@@ -36,10 +40,6 @@ constexpr Tables MakeTables() {
 }
 
 constexpr Tables kTables = MakeTables();
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TUMBLER_CRC32C_SSE42 1
-#endif
 
 }  // namespace
 
