@@ -24,6 +24,9 @@ nothing is connected from it), and the sockets stay bound until all N are
 picked, so the N differ. Two scripts picking at the same moment can still pick
 the same port; that is as unlikely as with port 0, and callers that can retry a
 start on "address already in use" should.
+
+The C++ tests' servers pick their ports the same way (FreePort in
+src/client/test_server.cc).
 """
 
 import os

@@ -137,6 +137,28 @@ CallOptions Within(Clock::duration d) {
   return call;
 }
 
+// The test servers' ports (test_server.h): free, distinct from the kernel's
+// ephemeral range, raft port (+100) included, so no outgoing connection (and
+// no client reconnecting to a stopped server) can take them.
+TEST(TestServerPorts, FreeAndOutsideTheEphemeralRange) {
+  auto [first, last] = testing::EphemeralRange();
+  ASSERT_LE(first, last);
+  for (int i = 0; i < 20; ++i) {
+    uint16_t port = testing::FreePort();
+    ASSERT_NE(port, 0);
+    for (int p : {int{port}, port + 100}) {
+      EXPECT_TRUE(p < first || p > last) << p << " in " << first << "-" << last;
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(p));
+      EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << p;
+      ::close(fd);
+    }
+  }
+}
+
 TEST(ErrorReplies, ToStatus) {
   Status s = ErrorReplyToStatus("NOSESSION session 7 does not exist");
   EXPECT_EQ(s.code(), StatusCode::kNoSession);

@@ -14,7 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "client/channel.h"
 
@@ -51,7 +55,40 @@ std::string LogTail(const std::string& path) {
 
 }  // namespace
 
+// The kernel's ephemeral port range (net.ipv4.ip_local_port_range): the local
+// ports of outgoing connections come from it.
+std::pair<int, int> EphemeralRange() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0;
+  int last = 0;
+  if (in >> first >> last && first >= 1 && first <= last && last <= 65535) return {first, last};
+  return {32768, 60999};  // Linux's default
+}
+
 uint16_t FreePort() {
+  // Outside the ephemeral range, as scripts/free_ports.py does for the scripts:
+  // a port from that range (what binding port 0 returns) can be taken as the
+  // local port of any outgoing connection between this pick and tumblerd's
+  // bind, or while a test restarts the server on it; a client reconnecting to
+  // a stopped server can even connect to itself. Below the range first, with
+  // port + 100 (the default raft port) below it too; else above it.
+  static std::mutex mu;
+  static std::mt19937 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  auto [first, last] = EphemeralRange();
+  constexpr int kLowest = 10000;
+  constexpr int kRaftOffset = 100;
+  std::vector<std::pair<int, int>> windows;
+  if (first - 1 - kRaftOffset >= kLowest + 100) windows.emplace_back(kLowest, first - 1 - kRaftOffset);
+  if (65535 - kRaftOffset >= last + 1 + 100) windows.emplace_back(last + 1, 65535 - kRaftOffset);
+  for (auto [lo, hi] : windows) {
+    std::uniform_int_distribution<int> pick(lo, hi);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      auto port = static_cast<uint16_t>(pick(rng));
+      if (PortFree(port) && PortFree(static_cast<uint16_t>(port + kRaftOffset))) return port;
+    }
+  }
+  // No room outside the range: take what the kernel gives.
   for (int attempt = 0; attempt < 100; ++attempt) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
@@ -62,7 +99,7 @@ uint16_t FreePort() {
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
     ::close(fd);
     uint16_t port = ntohs(addr.sin_port);
-    if (port < 65000 && PortFree(port + 100)) return port;
+    if (port < 65000 && PortFree(port + kRaftOffset)) return port;
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tumbler/status.h"
@@ -64,7 +65,10 @@ class TestServer {
 };
 
 // A loopback port nothing listens on (best effort: it was free a moment ago),
-// with port + 100 free too (tumblerd's default raft port).
+// with port + 100 free too (tumblerd's default raft port), both outside the
+// kernel's ephemeral range so that no outgoing connection takes them.
 uint16_t FreePort();
+// The kernel's ephemeral port range, (first, last).
+std::pair<int, int> EphemeralRange();
 
 }  // namespace tumbler::client::testing
