@@ -36,10 +36,18 @@ export TUMBLERD="$ROOT/build/tumblerd"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/tumbler-backends-bench.XXXXXX")"
 chmod 755 "$TMP"  # the postgres and mysql scripts run their servers as other users
 PIDS=()
+CLEANUPS=()  # schemes whose script printed CLEANUP=1: run `<scheme>.sh --cleanup DIR` once stopped
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   sleep 1
   for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]}"; do  # bounded: gone within 5 s of SIGKILL
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
+  for scheme in "${CLEANUPS[@]}"; do
+    timeout 90 bash "$ROOT/tests/backends/servers/$scheme.sh" --cleanup "$TMP/$scheme" ||
+      echo "backends.sh: cleanup of $scheme failed" >&2
+  done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -54,6 +62,7 @@ for scheme in "${SCHEMES[@]}"; do
   URL[$scheme]="$(sed -n 's/^URL=//p' <<<"$out")"
   read -r -a started <<<"$(sed -n 's/^PIDS=//p' <<<"$out")"
   PIDS+=("${started[@]}")
+  grep -qx 'CLEANUP=1' <<<"$out" && CLEANUPS+=("$scheme")
 done
 
 peers=()

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -145,6 +146,7 @@ ExternalServer::ExternalServer(const std::string& scheme) : scheme_(scheme) {
   std::string line, url;
   while (std::getline(lines, line)) {
     if (line.rfind("URL=", 0) == 0) url = line.substr(4);
+    if (line == "CLEANUP=1") cleanup_ = "timeout 90 bash '" + script + "' --cleanup '" + dir_ + "'";
     if (line.rfind("PIDS=", 0) == 0) {
       std::istringstream pids(line.substr(5));
       long pid;
@@ -172,6 +174,12 @@ void ExternalServer::Stop(bool hard) {
 
 ExternalServer::~ExternalServer() {
   Stop();
+  if (!cleanup_.empty()) {
+    // What the stopped server left outside dir_ (see CLEANUP= in the script).
+    int rc = 0;
+    std::string out = CommandOutput(cleanup_ + " 2>&1", &rc);
+    if (rc != 0) std::fprintf(stderr, "%s: %s\n", cleanup_.c_str(), out.c_str());
+  }
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);

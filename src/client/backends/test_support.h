@@ -43,6 +43,10 @@ class ExternalServer {
   std::string url_;
   std::string error_;
   std::vector<pid_t> pids_;
+  // Run after the last Stop(), before dir_ is removed: `<scheme>.sh --cleanup
+  // DIR`, when the script printed CLEANUP=1 (postgres.sh: the shared memory a
+  // killed server leaves behind).
+  std::string cleanup_;
 };
 
 // A second process holding a lock: `tumbler --server URL run --lock NAME

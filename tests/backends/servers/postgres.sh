@@ -3,13 +3,25 @@
 # postgres:// backend's tests and the benchmark.
 #
 #   tests/backends/servers/postgres.sh DIR
+#   tests/backends/servers/postgres.sh --cleanup DIR
 #
 # On success prints
 #   URL=postgres://postgres@127.0.0.1:<port>/tumbler
 #   PIDS=<postmaster pid>
-# and exits 0, leaving the server running (stop it with kill -TERM <pid>: the
-# postmaster ends its backends). On failure prints why on stderr, stops what it
-# started and exits non-zero.
+#   CLEANUP=1
+# and exits 0, leaving the server running (stop it with kill -TERM <pid>: no
+# new sessions, the server stops once the open ones end; kill -INT ends them).
+# On failure prints why on stderr, stops what it started and exits non-zero.
+#
+# CLEANUP=1: once the server is stopped, run `postgres.sh --cleanup DIR`
+# before removing DIR. A postmaster killed with SIGKILL (the conformance
+# tests' "server dies" case) leaves its shared memory behind, a System V
+# segment and /dev/shm/PostgreSQL.<n> files, and they outlive the process and
+# DIR. A postmaster started on the same data directory removes its
+# predecessor's segments at start-up (postmaster.pid names them), so --cleanup
+# starts one with no TCP listener, waits until it is up and stops it with a
+# fast shutdown, which removes its own. It does nothing when the server shut
+# down cleanly (no postmaster.pid). Bounded: 60 s.
 #
 # PostgreSQL refuses to run as root, so when run as root (CI) the cluster is
 # owned by and runs as the user `postgres` (the Debian package creates it;
@@ -18,7 +30,12 @@
 # because the backend opens one connection per thread that holds or waits.
 set -u
 
-dir=${1:?usage: postgres.sh DIR}
+cleanup=0
+if [[ ${1:-} == --cleanup ]]; then
+  cleanup=1
+  shift
+fi
+dir=${1:?usage: postgres.sh [--cleanup] DIR}
 if [[ ! -d $dir ]]; then
   echo "postgres.sh: $dir is not a directory" >&2
   exit 2
@@ -44,6 +61,30 @@ if [[ $(id -u) -eq 0 ]]; then
   fi
   chown "$user:" "$dir"
   as_user=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --)
+fi
+
+if (( cleanup )); then
+  [[ -f $dir/data/postmaster.pid ]] || exit 0
+  # The killed postmaster's backends exit once they notice; until then the
+  # old segment is in use and postgres refuses to start: retry, bounded.
+  started=0
+  for _ in $(seq 20); do
+    if "${as_user[@]}" "$bin/pg_ctl" -D "$dir/data" -w -t 20 -l "$dir/cleanup.log" \
+        -o "-k $dir -c listen_addresses=''" start >/dev/null 2>&1; then
+      started=1
+      break
+    fi
+    sleep 0.5
+  done
+  if (( ! started )); then
+    echo "postgres.sh: --cleanup: postgres did not start on $dir/data (log: $dir/cleanup.log)" >&2
+    exit 1
+  fi
+  "${as_user[@]}" "$bin/pg_ctl" -D "$dir/data" -w -t 30 -m fast stop >/dev/null 2>&1 || {
+    echo "postgres.sh: --cleanup: postgres did not stop on $dir/data" >&2
+    exit 1
+  }
+  exit 0
 fi
 
 free_ports="$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_ports.py"  # outside the ephemeral range
@@ -82,6 +123,7 @@ for _ in $(seq 600); do
     fi
     echo "URL=postgres://postgres@127.0.0.1:$port/tumbler"
     echo "PIDS=$pid"
+    echo "CLEANUP=1"
     exit 0
   fi
   sleep 0.1
