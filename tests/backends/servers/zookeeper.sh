@@ -67,10 +67,12 @@ classpath="$dir/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12
 # tests run it again to restart the server on the same port with the same
 # data (a session then survives the restart). setsid: the server must not get
 # the caller's terminal signals; its output goes to files so that the
-# caller's pipe does not stay open.
+# caller's pipe does not stay open. -XX:-UsePerfData: no
+# /tmp/hsperfdata_<user>/<pid> file, which a JVM killed with SIGKILL (the
+# tests do) would leave behind.
 cat >"$dir/start-java.sh" <<START
 #!/usr/bin/env bash
-setsid java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \\
+setsid java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \\
   -Dzookeeper.log.dir="$dir" -Dlog4j.configuration="file:$dir/conf/log4j.properties" \\
   -Dzookeeper.admin.enableServer=false \\
   -cp "$classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/conf/zoo.cfg" \\
