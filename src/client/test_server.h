@@ -18,7 +18,12 @@
 
 namespace tumbler::client::testing {
 
+// A loopback port nothing listens on (best effort: it was free a moment ago),
+// with port + 100 free too (tumblerd's default raft port), both outside the
+// kernel's ephemeral range so that no outgoing connection takes them.
 uint16_t FreePort();
+// The kernel's ephemeral port range, (first, last).
+std::pair<int, int> EphemeralRange();
 
 class TestServer {
  public:
@@ -63,12 +68,5 @@ class TestServer {
   std::string log_path_;
   std::vector<std::string> flags_;
 };
-
-// A loopback port nothing listens on (best effort: it was free a moment ago),
-// with port + 100 free too (tumblerd's default raft port), both outside the
-// kernel's ephemeral range so that no outgoing connection takes them.
-uint16_t FreePort();
-// The kernel's ephemeral port range, (first, last).
-std::pair<int, int> EphemeralRange();
 
 }  // namespace tumbler::client::testing

@@ -326,8 +326,9 @@ TEST_P(ConformanceTest, ServerStoppedGivesErrorsAndSessionLoss) {
   }
 
   Clock::time_point deadline = stopped + options.session_ttl + 20s;
-  while (!watch.lost() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(watch.lost()) << "OnSessionLost never ran";
+  ASSERT_TRUE(watch.WaitLost(
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
+      << "OnSessionLost never ran";
   EXPECT_EQ(watch.why().code(), StatusCode::kSessionLost);
   EXPECT_EQ(client.SessionStatus().code(), StatusCode::kSessionLost);
   EXPECT_EQ(other.Lock().code(), StatusCode::kSessionLost);

@@ -21,7 +21,7 @@
 # predecessor's segments at start-up (postmaster.pid names them), so --cleanup
 # starts one with no TCP listener, waits until it is up and stops it with a
 # fast shutdown, which removes its own. It does nothing when the server shut
-# down cleanly (no postmaster.pid). Bounded: 60 s.
+# down cleanly (no postmaster.pid). Bounded: 85 s (callers allow 90).
 #
 # PostgreSQL refuses to run as root, so when run as root (CI) the cluster is
 # owned by and runs as the user `postgres` (the Debian package creates it;
@@ -66,9 +66,11 @@ fi
 if (( cleanup )); then
   [[ -f $dir/data/postmaster.pid ]] || exit 0
   # The killed postmaster's backends exit once they notice; until then the
-  # old segment is in use and postgres refuses to start: retry, bounded.
+  # old segment is in use and postgres refuses to start: retry for up to 50 s
+  # (the last try may wait 20 s more, the stop 15 s: 85 s in all).
   started=0
-  for _ in $(seq 20); do
+  until_s=$((SECONDS + 50))
+  while (( SECONDS < until_s )); do
     if "${as_user[@]}" "$bin/pg_ctl" -D "$dir/data" -w -t 20 -l "$dir/cleanup.log" \
         -o "-k $dir -c listen_addresses=''" start >/dev/null 2>&1; then
       started=1
@@ -80,7 +82,7 @@ if (( cleanup )); then
     echo "postgres.sh: --cleanup: postgres did not start on $dir/data (log: $dir/cleanup.log)" >&2
     exit 1
   fi
-  "${as_user[@]}" "$bin/pg_ctl" -D "$dir/data" -w -t 30 -m fast stop >/dev/null 2>&1 || {
+  "${as_user[@]}" "$bin/pg_ctl" -D "$dir/data" -w -t 15 -m fast stop >/dev/null 2>&1 || {
     echo "postgres.sh: --cleanup: postgres did not stop on $dir/data" >&2
     exit 1
   }
